@@ -1,0 +1,41 @@
+// training_step.cpp — see training_step.hpp.
+#include "training_step.hpp"
+
+#include <algorithm>
+
+namespace penta {
+
+DeviceBatch to_device(const Batch& b, int64_t first_row, int64_t rows, Device device) {
+    int64_t n = rows * b.T, start = first_row * b.T;
+    std::vector<int32_t> tok(b.tokens.begin() + start, b.tokens.begin() + start + n);
+    std::vector<int32_t> tgt(b.targets.begin() + start, b.targets.begin() + start + n);
+    return {Tensor::from_host_i32(tok, {n}, device, Tag::workspace),
+            Tensor::from_host_i32(tgt, {n}, device, Tag::workspace)};
+}
+
+StepResult training_step(Model& model, AdamW& optim, const Dataset& data, int64_t step, const BatchPlan& plan,
+                         float lr, float grad_clip) {
+    StepResult r;
+    int64_t rows = plan.micro_batch * plan.grad_accum;  // this rank's share of the global batch
+    Batch batch = load_batch(data, global_sample_id(step, plan.first_row, plan.global_batch), rows, plan.seq);
+    // the loss is a mean over the GLOBAL batch's target tokens: count them before any backward
+    double local = (double)std::count_if(batch.targets.begin(), batch.targets.end(),
+                                         [](int32_t t) { return t != kIgnoreTarget; });
+    r.global_tokens = plan.reduce_count(local);
+
+    model.zero_grads();
+    double loss = 0;
+    for (int64_t a = 0; a < plan.grad_accum; a++) {
+        DeviceBatch mb = to_device(batch, a * plan.micro_batch, plan.micro_batch, model.device());
+        int64_t before = mem_stats(model.device()).current[(int)Tag::activations];
+        MicroBatchActs acts = model.forward(mb.tokens, mb.targets, plan.micro_batch, plan.seq, r.global_tokens);
+        if (a == 0) r.saved_activation_bytes = mem_stats(model.device()).current[(int)Tag::activations] - before;
+        loss += acts.loss;
+        model.backward(acts);  // gradients accumulate into model.grads()
+    }
+    r.loss = plan.reduce_count(loss);
+    r.grad_norm = optim.step(lr, grad_clip);
+    return r;
+}
+
+}  // namespace penta

@@ -1,0 +1,47 @@
+// training_step.hpp — one optimizer step: gradient accumulation over micro-batches, then clip + AdamW.
+//
+// Playbook: "First steps: training on one GPU" — "Gradient accumulation": the global batch of
+// gbs = mbs × grad_acc sequences is processed as grad_acc micro-batches, each forward + backward adding its
+// gradients into the same buffer, and the optimizer steps once. The loss of every micro-batch is divided
+// by the token count of the WHOLE global batch, so the accumulated gradient is exactly the gradient of the
+// mean loss over the global batch, whatever the split (tests/test_model.cpp checks 4×1 == 1×4).
+// Later chapters call the same function: data parallelism gives each rank its own rows of the global
+// batch and reduces the token count over ranks (reduce_count).
+//   build/bin/01_single_gpu --micro-batch 2 --grad-accum 4   (the same training as --micro-batch 8)
+#pragma once
+#include <functional>
+
+#include "../common/data.hpp"
+#include "../common/model.hpp"
+#include "../common/optim.hpp"
+
+namespace penta {
+
+struct BatchPlan {
+    int64_t seq = 64;          // T
+    int64_t micro_batch = 8;   // sequences per micro-batch on this rank
+    int64_t grad_accum = 1;    // micro-batches per step on this rank
+    int64_t global_batch = 8;  // sequences per step, all ranks together
+    int64_t first_row = 0;     // this rank's first row inside the global batch
+    // sums a count over the ranks that share the global batch (identity on one rank)
+    std::function<double(double)> reduce_count = [](double c) { return c; };
+};
+
+struct StepResult {
+    double loss = 0;             // mean loss over the global batch's target tokens
+    double grad_norm = 0;        // before clipping
+    double global_tokens = 0;    // target tokens in the global batch (the loss's denominator)
+    int64_t saved_activation_bytes = 0;  // what the first micro-batch's forward kept (Tag::activations)
+};
+
+// Zeroes the gradients, runs the micro-batches of `step` (0-based) and one optimizer step with lr.
+StepResult training_step(Model& model, AdamW& optim, const Dataset& data, int64_t step, const BatchPlan& plan,
+                         float lr, float grad_clip);
+
+// Every row of `rows` as device tensors: tokens (rows T) and targets (rows T), i32.
+struct DeviceBatch {
+    Tensor tokens, targets;
+};
+DeviceBatch to_device(const Batch& b, int64_t first_row, int64_t rows, Device device);
+
+}  // namespace penta

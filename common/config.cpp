@@ -1,0 +1,130 @@
+// config.cpp — see config.hpp.
+#include "config.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core.hpp"
+#include "runtime.hpp"
+
+namespace penta {
+
+namespace {
+int64_t parse_int(const std::string& flag, const std::string& v) {
+    char* end = nullptr;
+    errno = 0;
+    long long x = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end || errno) FAIL("--%s %s must be an integer", flag.c_str(), v.c_str());
+    return x;
+}
+float parse_float(const std::string& flag, const std::string& v) {
+    char* end = nullptr;
+    errno = 0;
+    float x = std::strtof(v.c_str(), &end);
+    if (v.empty() || *end || errno) FAIL("--%s %s must be a number", flag.c_str(), v.c_str());
+    return x;
+}
+}  // namespace
+
+void Flags::add(const std::string& name, std::string* t, const std::string& help) {
+    flags_.push_back({name, help, *t, [t](const std::string& v) { *t = v; }});
+}
+void Flags::add(const std::string& name, int64_t* t, const std::string& help) {
+    flags_.push_back({name, help, std::to_string(*t), [t, name](const std::string& v) { *t = parse_int(name, v); }});
+}
+void Flags::add(const std::string& name, float* t, const std::string& help) {
+    flags_.push_back({name, help, strfmt("%g", *t), [t, name](const std::string& v) { *t = parse_float(name, v); }});
+}
+void Flags::add(const std::string& name, bool* t, const std::string& help) {
+    Flag f{name, help, *t ? "1" : "0", [t, name](const std::string& v) {
+               if (v == "1" || v == "true") *t = true;
+               else if (v == "0" || v == "false") *t = false;
+               else FAIL("--%s=%s must be 0 or 1", name.c_str(), v.c_str());
+           }};
+    f.is_bool = true;
+    flags_.push_back(f);
+}
+
+std::string Flags::usage() const {
+    std::string s = "usage: " + program_ + " [flags]\n" + summary_ + "\n\nflags:\n";
+    for (const Flag& f : flags_)
+        s += strfmt("  --%-16s %s (default: %s)\n", (f.name + (f.is_bool ? "" : " V")).c_str(), f.help.c_str(),
+                    f.default_text.empty() ? "none" : f.default_text.c_str());
+    return s;
+}
+
+bool Flags::parse(int argc, char** argv) {
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        if (a == "--help" || a == "-h") {
+            if (world_rank() == 0) std::printf("%s", usage().c_str());
+            return false;
+        }
+        if (a.rfind("--", 0) != 0) FAIL("unexpected argument '%s' (flags look like --name value; see --help)", a.c_str());
+        std::string name = a.substr(2), value;
+        size_t eq = name.find('=');
+        bool has_value = eq != std::string::npos;
+        if (has_value) {
+            value = name.substr(eq + 1);
+            name = name.substr(0, eq);
+        }
+        const Flag* flag = nullptr;
+        for (const Flag& f : flags_)
+            if (f.name == name) flag = &f;
+        if (!flag) FAIL("unknown flag --%s (see --help)", name.c_str());
+        if (!has_value) {
+            if (flag->is_bool) value = "1";
+            else if (i + 1 < argc) value = argv[++i];
+            else FAIL("--%s needs a value", name.c_str());
+        }
+        flag->set(value);
+    }
+    return true;
+}
+
+void TrainConfig::register_flags(Flags& f) {
+    f.add("model", &model, "preset (tiny, small, smollm-135m, smollm-360m, llama3.2-1b, llama3-8b, llama3-70b) or a HF config.json");
+    f.add("device", &device, "auto | cpu | cuda");
+    f.add("data", &data, "addition | llmc:GLOB | raw:GLOB | text:FILE");
+    f.add("recompute", &recompute, "activation recomputation: none | selective | full");
+    f.add("attention", &attention, "attention kernel: naive (saves T x T probabilities) | flash (online softmax)");
+    f.add("seq", &seq, "tokens per sequence");
+    f.add("micro-batch", &micro_batch, "sequences per micro-batch");
+    f.add("grad-accum", &grad_accum, "micro-batches accumulated per optimizer step");
+    f.add("steps", &steps, "optimizer steps");
+    f.add("warmup", &warmup, "linear LR warmup steps");
+    f.add("lr", &lr, "peak learning rate");
+    f.add("min-lr", &min_lr, "learning rate at the end of the cosine decay");
+    f.add("weight-decay", &weight_decay, "AdamW weight decay (not applied to norm weights)");
+    f.add("beta1", &beta1, "AdamW beta1");
+    f.add("beta2", &beta2, "AdamW beta2");
+    f.add("grad-clip", &grad_clip, "clip the global gradient norm to this (0: off)");
+    f.add("seed", &seed, "seed of initialisation and data");
+    f.add("log-every", &log_every, "print a step line every N steps");
+    f.add("eval-every", &eval_every, "measure task accuracy on held-out samples every N steps (0: never)");
+    f.add("log-jsonl", &log_jsonl, "also write one JSON object per step to this file");
+    f.add("dump-reference", &dump_reference, "write weights, a batch, grads and 5 AdamW steps to DIR for tools/torch_reference.py, then exit");
+}
+
+void TrainConfig::validate() const {
+    CHECK(device == "auto" || device == "cpu" || device == "cuda", "--device %s must be auto, cpu or cuda", device.c_str());
+    CHECK(recompute == "none" || recompute == "selective" || recompute == "full",
+          "--recompute %s must be none, selective or full", recompute.c_str());
+    CHECK(attention == "naive" || attention == "flash", "--attention %s must be naive or flash", attention.c_str());
+    CHECK(seq >= 2, "--seq %ld must be >= 2", (long)seq);
+    CHECK(micro_batch >= 1, "--micro-batch %ld must be >= 1", (long)micro_batch);
+    CHECK(grad_accum >= 1, "--grad-accum %ld must be >= 1", (long)grad_accum);
+    CHECK(steps >= 1, "--steps %ld must be >= 1", (long)steps);
+    CHECK(warmup >= 0 && warmup <= steps, "--warmup %ld must be in [0, --steps %ld]", (long)warmup, (long)steps);
+    CHECK(lr > 0, "--lr %g must be > 0", lr);
+    CHECK(min_lr >= 0 && min_lr <= lr, "--min-lr %g must be in [0, --lr %g]", min_lr, lr);
+    CHECK(weight_decay >= 0, "--weight-decay %g must be >= 0", weight_decay);
+    CHECK(beta1 >= 0 && beta1 < 1, "--beta1 %g must be in [0, 1)", beta1);
+    CHECK(beta2 >= 0 && beta2 < 1, "--beta2 %g must be in [0, 1)", beta2);
+    CHECK(grad_clip >= 0, "--grad-clip %g must be >= 0", grad_clip);
+    CHECK(log_every >= 1, "--log-every %ld must be >= 1", (long)log_every);
+    CHECK(eval_every >= 0, "--eval-every %ld must be >= 0", (long)eval_every);
+}
+
+}  // namespace penta

@@ -1,0 +1,60 @@
+// config.hpp — command-line flags -> TrainConfig, with every invalid value rejected before any work.
+//
+// Every chapter program takes the same conventional flags (`--steps 200` or `--steps=200`, `--help`);
+// later chapters add their own (--dp, --tp, ...) through the same Flags parser. An error names the flag,
+// the value and the rule: `--micro-batch 0 must be >= 1`.
+//   build/bin/01_single_gpu --help
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace penta {
+
+// A tiny flag parser: register flags bound to variables, then parse(argc, argv).
+class Flags {
+   public:
+    explicit Flags(std::string program, std::string summary) : program_(std::move(program)), summary_(std::move(summary)) {}
+    void add(const std::string& name, std::string* target, const std::string& help);
+    void add(const std::string& name, int64_t* target, const std::string& help);
+    void add(const std::string& name, float* target, const std::string& help);
+    void add(const std::string& name, bool* target, const std::string& help);  // --name, --name=0|1
+    // false when --help was given (usage printed on rank 0); throws penta::Error on a bad flag or value
+    bool parse(int argc, char** argv);
+    std::string usage() const;
+
+   private:
+    struct Flag {
+        std::string name, help, default_text;
+        std::function<void(const std::string&)> set;
+        bool is_bool = false;
+    };
+    std::string program_, summary_;
+    std::vector<Flag> flags_;
+};
+
+struct TrainConfig {
+    std::string model = "small";   // preset name or path to a Hugging Face config.json
+    std::string device = "auto";   // auto | cpu | cuda
+    std::string data = "addition"; // see data.hpp
+    std::string recompute = "none";  // none | selective | full
+    std::string attention = "flash"; // naive | flash
+    int64_t seq = 64;              // tokens per sequence (T)
+    int64_t micro_batch = 8;       // sequences per micro-batch per rank (b)
+    int64_t grad_accum = 1;        // micro-batches per optimizer step
+    int64_t steps = 300;
+    int64_t warmup = 20;
+    float lr = 2e-3f, min_lr = 2e-4f, weight_decay = 0.1f, beta1 = 0.9f, beta2 = 0.95f, grad_clip = 1.0f;
+    int64_t seed = 1337;
+    int64_t log_every = 10;
+    int64_t eval_every = 50;       // task accuracy on held-out samples (0: never)
+    std::string log_jsonl;         // one JSON object per step
+    std::string dump_reference;    // write weights/batch/grads for tools/torch_reference.py, then exit
+
+    // registers the flags above on `flags`, so a chapter can add its own before parsing
+    void register_flags(Flags& flags);
+    // checks every value (ranges, enums); throws naming the flag, value and rule
+    void validate() const;
+};
+
+}  // namespace penta

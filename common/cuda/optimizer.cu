@@ -1,0 +1,85 @@
+// optimizer.cu — the AdamW update and the sum of squares behind global gradient-norm clipping.
+//
+// Playbook: "Memory usage in Transformers" (AdamW keeps two fp32 moments per parameter: the 2·4Ψ bytes of
+// optimizer state) and the training-step chapter (clip by the global norm, then step).
+// sum_squares is a deterministic two-pass reduction: a fixed number of blocks (a function of n only) each
+// write one partial sum, then one block adds the partials in a fixed order, all in double. Atomics would
+// add in whatever order blocks finish, and the grad norm — hence the clipped step — would change from run
+// to run.
+// Tested by tests/test_cuda.cpp (`build/bin/tests -tc='*cuda*'` on a machine with a GPU).
+#include <cmath>
+
+#include "cuda_util.cuh"
+
+namespace penta::cuda {
+
+namespace {
+
+constexpr int kMaxPartials = 1024;
+
+__global__ void adamw_kernel(float* p, const float* grad, float* m, float* v, int64_t n, AdamWConfig cfg,
+                             float bias1, float bias2, float grad_scale) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float g = grad[i] * grad_scale;
+        float pi = p[i];
+        pi -= cfg.lr * cfg.weight_decay * pi;  // decoupled weight decay, applied before the Adam step
+        const float mi = cfg.beta1 * m[i] + (1.0f - cfg.beta1) * g;
+        const float vi = cfg.beta2 * v[i] + (1.0f - cfg.beta2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi - cfg.lr * (mi / bias1) / (sqrtf(vi / bias2) + cfg.eps);
+    }
+}
+
+__global__ void sum_squares_partial_kernel(const float* x, int64_t n, double* partial) {
+    double acc = 0;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        acc += (double)x[i] * x[i];
+    acc = block_reduce(acc, SumOp{}, 0.0);
+    if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+// one block: out[0] = sum of v[0..n), in an order fixed by n and the block size
+__global__ void sum_doubles_kernel(const double* v, int64_t n, double* out) {
+    double acc = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += v[i];
+    acc = block_reduce(acc, SumOp{}, 0.0);
+    if (threadIdx.x == 0) out[0] = acc;
+}
+
+}  // namespace
+
+double sum_doubles_to_host(const double* v, int64_t n) {
+    Tensor ws = workspace(sizeof(double));
+    double* out = (double*)ws.data();
+    sum_doubles_kernel<<<1, kThreads>>>(v, n, out);
+    KERNEL_CHECK();
+    double result = 0;
+    memcpy_any(&result, out, sizeof(double));
+    return result;
+}
+
+double sum_squares(const Tensor& x) {
+    const int64_t n = x.numel();
+    if (n == 0) return 0.0;
+    const int blocks = std::min(grid_for(n), kMaxPartials);
+    Tensor ws = workspace(blocks * sizeof(double));
+    double* partial = (double*)ws.data();
+    sum_squares_partial_kernel<<<blocks, kThreads>>>(x.ptr<float>(), n, partial);
+    KERNEL_CHECK();
+    return sum_doubles_to_host(partial, blocks);
+}
+
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWConfig& cfg, int step,
+                float grad_scale) {
+    const int64_t n = param.numel();
+    if (n == 0) return;
+    // bias corrections 1 - beta^step, computed once in double on the host
+    const float bias1 = (float)(1.0 - std::pow((double)cfg.beta1, step));
+    const float bias2 = (float)(1.0 - std::pow((double)cfg.beta2, step));
+    adamw_kernel<<<grid_for(n), kThreads>>>(param.ptr<float>(), grad.ptr<float>(), m.ptr<float>(), v.ptr<float>(),
+                                            n, cfg, bias1, bias2, grad_scale);
+    KERNEL_CHECK();
+}
+
+}  // namespace penta::cuda

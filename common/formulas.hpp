@@ -1,0 +1,115 @@
+// formulas.hpp — the playbook's memory formulas as plain functions, next to the exact ones for OUR model,
+// so tables, the planner and the tests print prediction beside measurement.
+//
+// Playbook: "First steps: training on one GPU" — "Memory usage in Transformers" (N = h v + L(12h^2 + 13h)
+// + 2h; 4N/4N/8N bytes in fp32; 2N + 2N + 4N + 8N in bf16 mixed precision), "Activation memory"
+// (s b h (34 + 5 a s / h) per layer) and "Activation recomputation".
+// Test: tests/test_model.cpp checks llama_activation_bytes byte-exactly against the allocator's count
+// (`build/bin/tests -ts='ch01 np1'`).
+#pragma once
+#include <cstdint>
+
+#include "model_config.hpp"
+
+namespace penta {
+
+// ---- parameter counts ---------------------------------------------------------------------------------
+
+// The playbook's count for a GPT-style block (4h^2 attention + 8h^2 MLP with biases, two LayerNorms with
+// bias, a final LayerNorm, tied embedding, no positional table).
+constexpr int64_t playbook_param_count(int64_t h, int64_t v, int64_t L) {
+    return h * v + L * (12 * h * h + 13 * h) + 2 * h;
+}
+
+// Our Llama block: two RMSNorm weights (no bias), q/o of (nh hd, h), k/v of (nkv hd, h) (GQA), and
+// SwiGLU's three (f, h) matrices; no biases anywhere.
+constexpr int64_t llama_layer_param_count(int64_t h, int64_t nh, int64_t nkv, int64_t f) {
+    const int64_t hd = h / nh;
+    return 2 * h + 2 * h * nh * hd + 2 * h * nkv * hd + 3 * h * f;
+}
+
+// + embedding (V, h), final norm (h) and, when untied, lm_head (V, h)
+constexpr int64_t llama_param_count(int64_t V, int64_t h, int64_t L, int64_t nh, int64_t nkv, int64_t f,
+                                    bool tied) {
+    return V * h + L * llama_layer_param_count(h, nh, nkv, f) + h + (tied ? 0 : V * h);
+}
+
+// ---- model state: weights, gradients, optimizer (Adam: momentum + variance) ---------------------------
+
+struct ModelStateBytes {
+    int64_t params = 0, grads = 0, master = 0, optim = 0;
+    constexpr int64_t total() const { return params + grads + master + optim; }
+};
+
+// fp32 training: 4N + 4N + (4 + 4)N = 16N
+constexpr ModelStateBytes model_state_bytes_fp32(int64_t N) { return {4 * N, 4 * N, 0, 8 * N}; }
+
+// bf16 mixed precision: bf16 weights and grads, fp32 master weights, fp32 Adam state = 16N;
+// fp32_grads adds the fp32 gradient accumulation buffer some libraries keep (nanotron): 20N
+constexpr ModelStateBytes model_state_bytes_bf16_mixed(int64_t N, bool fp32_grads = false) {
+    return {2 * N, 2 * N + (fp32_grads ? 4 * N : 0), 4 * N, 8 * N};
+}
+
+// ---- activations ------------------------------------------------------------------------------------
+
+// Bytes one decoder layer of model.cpp saves for backward (struct LayerActs), for a micro-batch of
+// B sequences of T tokens (N = B T), h hidden, nh query heads and nkv kv heads of size hd, f SwiGLU
+// width (all LOCAL to a tensor-parallel rank). `bytes` is the activation element size (4 for f32); the
+// RMSNorm rstd vectors and the attention log-sum-exp are always f32 statistics.
+//   none / selective, per token:  x_in, xn1, x_mid, xn2      4h
+//                                 q, attn_out                2 nh hd
+//                                 k, v                       2 nkv hd
+//                                 gate, up, act              3f
+//                                 attn_rstd, mlp_rstd, lse   2 + nh  (f32)
+//   none with the naive kernel adds the probabilities        nh T    (B, nh, T, T)
+//   full: only x_in                                          h
+constexpr int64_t llama_layer_activation_bytes(Recompute r, AttentionKernel k, int64_t B, int64_t T, int64_t h,
+                                               int64_t nh, int64_t nkv, int64_t hd, int64_t f,
+                                               int64_t bytes = 4) {
+    const int64_t N = B * T;
+    if (r == Recompute::full) return bytes * N * h;
+    int64_t elems = N * (4 * h + 2 * nh * hd + 2 * nkv * hd + 3 * f);
+    if (r == Recompute::none && k == AttentionKernel::naive) elems += B * nh * T * T;
+    return bytes * elems + 4 * N * (2 + nh);
+}
+
+// The head saves its input x (the last layer's output), the final norm's rstd and output xn, and the
+// logits' gradient (N, V): the fused cross-entropy knows d loss / d logits during the forward pass, so it
+// overwrites the logits with it and the backward only multiplies. The embedding saves nothing (it reads
+// the tokens). Independent of the recompute mode.
+constexpr int64_t llama_head_activation_bytes(int64_t B, int64_t T, int64_t h, int64_t V, int64_t bytes = 4) {
+    const int64_t N = B * T;
+    return bytes * N * (2 * h + V) + 4 * N;
+}
+
+// The whole model on one device (tp = 1): L layers + head.
+inline int64_t llama_activation_bytes(const LlamaConfig& c, Recompute r, AttentionKernel k, int64_t B, int64_t T,
+                                      int64_t bytes = 4) {
+    return c.n_layers * llama_layer_activation_bytes(r, k, B, T, c.hidden, c.n_heads, c.n_kv_heads,
+                                                     c.head_dim(), c.ffn, bytes) +
+           llama_head_activation_bytes(B, T, c.hidden, c.vocab, bytes);
+}
+
+// The playbook's per-layer activation memory (Korthikanti et al. 2022, GPT block in mixed precision):
+//   none       s b h (34 + 5 a s / h)   = 34 sbh + 5 a s^2 b
+//   selective  34 s b h                 (the 5 a s^2 b of scores, softmax and its dropout mask is gone)
+//   full       2 s b h                  (the layer input in 16-bit)
+// Ours differs because:
+//   - f32 here: 4 bytes per element where the playbook counts 2 (and 1 for dropout masks);
+//   - no dropout, so none of the playbook's mask bytes (sbh each after attention and MLP, a s^2 b after
+//     softmax);
+//   - RMSNorm saves one f32 rstd per token instead of LayerNorm's mean and variance;
+//   - GQA: k and v are nkv hd wide, not h;
+//   - SwiGLU keeps three f-wide tensors (gate, up, act) where GPT keeps the 4h GELU input and output;
+//   - the attention keeps one f32 lse per head and token (flash / recomputation needs it);
+//   - only the probabilities P are kept, not the scores before softmax (the backward needs P only).
+constexpr int64_t playbook_activation_bytes_per_layer(Recompute r, int64_t s, int64_t b, int64_t h, int64_t a) {
+    switch (r) {
+        case Recompute::none: return 34 * s * b * h + 5 * a * s * s * b;
+        case Recompute::selective: return 34 * s * b * h;
+        case Recompute::full: return 2 * s * b * h;
+    }
+    return 0;
+}
+
+}  // namespace penta

@@ -1,0 +1,57 @@
+// model_config.hpp — the Llama architecture as numbers: LlamaConfig, the presets (tiny for tests, small
+// for the CPU demo, SmolLM and Llama 3 with their Hugging Face values) and a Hugging Face config.json
+// reader. Also the two switches of chapter 01's memory story: activation recomputation and the attention
+// kernel.
+//
+// Playbook: "First steps: training on one GPU" (memory usage, activation recomputation).
+// Test: `build/bin/tests -ts='ch01 np1'` (tests/test_model.cpp).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace penta {
+
+struct LlamaConfig {
+    std::string name;
+    int64_t vocab = 0;
+    int64_t hidden = 0;      // h
+    int64_t n_layers = 0;    // L
+    int64_t n_heads = 0;     // query heads
+    int64_t n_kv_heads = 0;  // key/value heads (GQA: several query heads share one)
+    int64_t ffn = 0;         // SwiGLU intermediate size f
+    int64_t max_seq = 0;     // longest sequence the model accepts
+    double rope_theta = 10000.0;
+    double norm_eps = 1e-5;
+    bool tied_embeddings = false;  // lm_head reuses the embedding table
+
+    int64_t head_dim() const { return hidden / n_heads; }
+    int64_t n_params() const;  // exact count of OUR Llama (formulas.hpp: llama_param_count)
+    // Throws naming the field, the value and the rule that fails (e.g. "n_heads 6 % n_kv_heads 4 != 0").
+    void validate() const;
+};
+
+// "tiny", "small", "smollm-135m", "smollm-360m", "llama3.2-1b", "llama3-8b", "llama3-70b".
+// An unknown name throws, listing the valid ones.
+LlamaConfig preset(const std::string& name);
+std::vector<std::string> preset_names();
+
+// Reads a Hugging Face Llama config.json (hidden_size, num_hidden_layers, ...). Errors name the file and
+// the key. rope_scaling is ignored (announced on stderr): positions past the original training length
+// rotate as plain RoPE would, unlike HF's Llama-3.1-style frequency rescaling.
+LlamaConfig load_hf_config(const std::string& path);
+
+// What the forward pass keeps for backward (playbook: "Activation recomputation"):
+//   none      everything the backward reads (with the naive kernel: the (B, nh, T, T) probabilities too)
+//   selective drop the attention probabilities; the backward recomputes them from q, k and the lse
+//   full      keep only each block's input; the backward reruns the block's forward first
+enum class Recompute : uint8_t { none, selective, full };
+// naive materialises the (T, T) probabilities; flash (tiled, online softmax) never does
+enum class AttentionKernel : uint8_t { naive, flash };
+
+const char* recompute_name(Recompute r);
+const char* attention_kernel_name(AttentionKernel k);
+Recompute parse_recompute(const std::string& s);               // throws listing none|selective|full
+AttentionKernel parse_attention_kernel(const std::string& s);  // throws listing naive|flash
+
+}  // namespace penta

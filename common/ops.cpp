@@ -1,0 +1,279 @@
+// ops.cpp — the front door of every op: check operands (shapes, dtypes, one device), then dispatch to the
+// CPU reference (penta::cpu) or the CUDA backend (penta::cuda). See ops.hpp for what each op computes.
+#include "ops.hpp"
+
+#include <cstring>
+
+#include "ops_backend.hpp"
+
+namespace penta {
+
+namespace {
+
+// a backend call: cpu::f(args...) or cuda::f(args...), by the device of the first operand
+#if defined(PENTA_CUDA)
+#define DISPATCH(dev, fn, ...) ((dev) == Device::cpu ? cpu::fn(__VA_ARGS__) : cuda::fn(__VA_ARGS__))
+#else
+#define DISPATCH(dev, fn, ...)                                                                   \
+    ((dev) == Device::cpu ? cpu::fn(__VA_ARGS__)                                                 \
+                          : (FAIL("%s on a cuda tensor, but this build has no CUDA (make CUDA=1)", #fn), \
+                             cpu::fn(__VA_ARGS__)))
+#endif
+
+void need(const char* op, const char* name, const Tensor& t, DType dtype, const Shape& shape) {
+    CHECK(t.defined(), "%s: %s is undefined", op, name);
+    CHECK(t.dtype == dtype, "%s: %s has dtype %s, expected %s", op, name, dtype_name(t.dtype), dtype_name(dtype));
+    CHECK(t.shape == shape, "%s: %s has shape %s, expected %s", op, name, shape_str(t.shape).c_str(),
+          shape_str(shape).c_str());
+}
+void need_f32(const char* op, const char* name, const Tensor& t, int dims) {
+    CHECK(t.defined(), "%s: %s is undefined", op, name);
+    CHECK(t.dtype == DType::f32, "%s: %s has dtype %s, expected f32", op, name, dtype_name(t.dtype));
+    CHECK(t.dim() == dims, "%s: %s has shape %s, expected %d dims", op, name, shape_str(t.shape).c_str(), dims);
+}
+void same_device(const char* op, std::initializer_list<const Tensor*> ts) {
+    const Tensor* first = nullptr;
+    for (const Tensor* t : ts) {
+        if (!t || !t->defined()) continue;
+        if (!first) first = t;
+        CHECK(t->device() == first->device(), "%s: operands on %s and %s", op, device_name(first->device()),
+              device_name(t->device()));
+    }
+}
+
+}  // namespace
+
+void matmul(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float alpha, float beta) {
+    CHECK(A.dim() >= 2 && B.dim() >= 2 && C.dim() >= 2, "matmul: A %s, B %s, C %s must be >= 2-D",
+          shape_str(A.shape).c_str(), shape_str(B.shape).c_str(), shape_str(C.shape).c_str());
+    CHECK(A.dtype == DType::f32 && B.dtype == DType::f32 && C.dtype == DType::f32, "matmul: f32 operands only");
+    int64_t M = transA ? A.size(-1) : A.size(-2), K = transA ? A.size(-2) : A.size(-1);
+    int64_t Kb = transB ? B.size(-1) : B.size(-2), N = transB ? B.size(-2) : B.size(-1);
+    Shape batchA(A.shape.begin(), A.shape.end() - 2), batchB(B.shape.begin(), B.shape.end() - 2),
+        batchC(C.shape.begin(), C.shape.end() - 2);
+    CHECK(K == Kb && C.size(-2) == M && C.size(-1) == N && batchA == batchC &&
+              (batchB.empty() || batchB == batchA),
+          "matmul: shapes A %s%s, B %s%s, C %s do not fit", shape_str(A.shape).c_str(), transA ? "^T" : "",
+          shape_str(B.shape).c_str(), transB ? "^T" : "", shape_str(C.shape).c_str());
+    same_device("matmul", {&A, &B, &C});
+    DISPATCH(A.device(), matmul, A, B, C, transA, transB, alpha, beta);
+}
+
+void linear_forward(const Tensor& x, const Tensor& W, Tensor& y) { matmul(x, W, y, false, true); }
+
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& W, Tensor& dx, Tensor& dW) {
+    if (dx.defined()) matmul(dy, W, dx, false, false);           // (N, out) @ (out, in) -> (N, in)
+    if (dW.defined()) matmul(dy, x, dW, true, false, 1.0f, 1.0f);  // (out, N) @ (N, in) += (out, in)
+}
+
+void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& out, int64_t vocab_start) {
+    CHECK(tokens.dtype == DType::i32 && tokens.dim() == 1, "embedding: tokens must be (N) i32, got %s %s",
+          dtype_name(tokens.dtype), shape_str(tokens.shape).c_str());
+    need_f32("embedding", "table", table, 2);
+    need("embedding", "out", out, DType::f32, {tokens.size(0), table.size(1)});
+    same_device("embedding", {&tokens, &table, &out});
+    DISPATCH(out.device(), embedding_forward, tokens, table, out, vocab_start);
+}
+
+void embedding_backward(const Tensor& tokens, const Tensor& dout, Tensor& dtable, int64_t vocab_start) {
+    CHECK(tokens.dtype == DType::i32 && tokens.dim() == 1, "embedding_backward: tokens must be (N) i32");
+    need_f32("embedding_backward", "dtable", dtable, 2);
+    need("embedding_backward", "dout", dout, DType::f32, {tokens.size(0), dtable.size(1)});
+    same_device("embedding_backward", {&tokens, &dout, &dtable});
+    DISPATCH(dout.device(), embedding_backward, tokens, dout, dtable, vocab_start);
+}
+
+void rmsnorm_forward(const Tensor& x, const Tensor& w, Tensor& y, Tensor& rstd, float eps) {
+    need_f32("rmsnorm", "x", x, 2);
+    need("rmsnorm", "w", w, DType::f32, {x.size(1)});
+    need("rmsnorm", "y", y, DType::f32, x.shape);
+    need("rmsnorm", "rstd", rstd, DType::f32, {x.size(0)});
+    same_device("rmsnorm", {&x, &w, &y, &rstd});
+    DISPATCH(x.device(), rmsnorm_forward, x, w, y, rstd, eps);
+}
+
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, Tensor& dx,
+                      Tensor& dw) {
+    need_f32("rmsnorm_backward", "x", x, 2);
+    need("rmsnorm_backward", "dy", dy, DType::f32, x.shape);
+    need("rmsnorm_backward", "w", w, DType::f32, {x.size(1)});
+    need("rmsnorm_backward", "dw", dw, DType::f32, {x.size(1)});
+    need("rmsnorm_backward", "rstd", rstd, DType::f32, {x.size(0)});
+    need("rmsnorm_backward", "dx", dx, DType::f32, x.shape);
+    same_device("rmsnorm_backward", {&dy, &x, &w, &rstd, &dx, &dw});
+    DISPATCH(x.device(), rmsnorm_backward, dy, x, w, rstd, dx, dw);
+}
+
+static void check_rope(const char* op, const Tensor& x, const Tensor& pos, const Tensor& out) {
+    need_f32(op, "x", x, 4);
+    CHECK(x.size(3) % 2 == 0, "%s: head dim %ld must be even", op, (long)x.size(3));
+    need(op, "pos", pos, DType::i32, {x.size(1)});
+    need(op, "out", out, DType::f32, x.shape);
+    same_device(op, {&x, &pos, &out});
+}
+
+void rope_forward(const Tensor& x, const Tensor& pos, float theta, Tensor& out) {
+    check_rope("rope", x, pos, out);
+    DISPATCH(x.device(), rope_forward, x, pos, theta, out);
+}
+
+void rope_backward(const Tensor& dout, const Tensor& pos, float theta, Tensor& dx) {
+    check_rope("rope_backward", dout, pos, dx);
+    DISPATCH(dout.device(), rope_backward, dout, pos, theta, dx);
+}
+
+static void check_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& out, const Tensor& lse) {
+    need_f32(op, "q", q, 4);
+    need_f32(op, "k", k, 4);
+    int64_t B = q.size(0), Tq = q.size(1), nh = q.size(2), hd = q.size(3), Tk = k.size(1), nkv = k.size(2);
+    CHECK(k.size(0) == B && k.size(3) == hd, "%s: k %s does not fit q %s", op, shape_str(k.shape).c_str(),
+          shape_str(q.shape).c_str());
+    CHECK(nkv > 0 && nh % nkv == 0, "%s: query heads %ld must be a multiple of kv heads %ld", op, (long)nh,
+          (long)nkv);
+    need(op, "v", v, DType::f32, k.shape);
+    need(op, "out", out, DType::f32, q.shape);
+    need(op, "lse", lse, DType::f32, {B, nh, Tq});
+    (void)Tk;
+    same_device(op, {&q, &k, &v, &out, &lse});
+}
+
+static void check_attention_grads(const char* op, const Tensor& dout, const Tensor& q, const Tensor& k,
+                                  const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+    need(op, "dout", dout, DType::f32, q.shape);
+    need(op, "dq", dq, DType::f32, q.shape);
+    need(op, "dk", dk, DType::f32, k.shape);
+    need(op, "dv", dv, DType::f32, k.shape);
+    same_device(op, {&dout, &q, &dq, &dk, &dv});
+}
+
+void attention_forward_naive(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
+                             Tensor* probs, AttnSpan span) {
+    check_attention("attention_naive", q, k, v, out, lse);
+    if (probs) need("attention_naive", "probs", *probs, DType::f32, {q.size(0), q.size(2), q.size(1), k.size(1)});
+    DISPATCH(q.device(), attention_forward_naive, q, k, v, out, lse, probs, span);
+}
+
+void attention_backward_naive(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& out, const Tensor& lse, const Tensor* probs, Tensor& dq,
+                              Tensor& dk, Tensor& dv, AttnSpan span) {
+    check_attention("attention_backward_naive", q, k, v, out, lse);
+    check_attention_grads("attention_backward_naive", dout, q, k, dq, dk, dv);
+    if (probs)
+        need("attention_backward_naive", "probs", *probs, DType::f32, {q.size(0), q.size(2), q.size(1), k.size(1)});
+    DISPATCH(q.device(), attention_backward_naive, dout, q, k, v, out, lse, probs, dq, dk, dv, span);
+}
+
+void attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
+                             AttnSpan span) {
+    check_attention("attention_tiled", q, k, v, out, lse);
+    DISPATCH(q.device(), attention_forward_tiled, q, k, v, out, lse, span);
+}
+
+void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& out, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv,
+                              AttnSpan span) {
+    check_attention("attention_backward_tiled", q, k, v, out, lse);
+    check_attention_grads("attention_backward_tiled", dout, q, k, dq, dk, dv);
+    DISPATCH(q.device(), attention_backward_tiled, dout, q, k, v, out, lse, dq, dk, dv, span);
+}
+
+void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) {
+    CHECK(gate.dtype == DType::f32, "swiglu: gate must be f32");
+    need("swiglu", "up", up, DType::f32, gate.shape);
+    need("swiglu", "out", out, DType::f32, gate.shape);
+    same_device("swiglu", {&gate, &up, &out});
+    DISPATCH(gate.device(), swiglu_forward, gate, up, out);
+}
+
+void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup) {
+    CHECK(gate.dtype == DType::f32, "swiglu_backward: gate must be f32");
+    for (auto* t : {&dout, &up, (const Tensor*)&dgate, (const Tensor*)&dup})
+        need("swiglu_backward", "operand", *t, DType::f32, gate.shape);
+    same_device("swiglu_backward", {&dout, &gate, &up, &dgate, &dup});
+    DISPATCH(gate.device(), swiglu_backward, dout, gate, up, dgate, dup);
+}
+
+double cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, Tensor& dlogits,
+                                      float grad_scale, int32_t ignore_index, Tensor& losses) {
+    need_f32("cross_entropy", "logits", logits, 2);
+    need("cross_entropy", "targets", targets, DType::i32, {logits.size(0)});
+    if (dlogits.defined()) need("cross_entropy", "dlogits", dlogits, DType::f32, logits.shape);
+    if (losses.defined()) need("cross_entropy", "losses", losses, DType::f32, {logits.size(0)});
+    same_device("cross_entropy", {&logits, &targets, &dlogits, &losses});
+    return DISPATCH(logits.device(), cross_entropy_forward_backward, logits, targets, dlogits, grad_scale,
+                    ignore_index, losses);
+}
+
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWConfig& cfg, int step,
+                float grad_scale) {
+    CHECK(step >= 1, "adamw_step: step %d must count from 1", step);
+    for (auto* t : {(const Tensor*)&param, &grad, (const Tensor*)&m, (const Tensor*)&v}) {
+        CHECK(t->dtype == DType::f32, "adamw_step: operands must be f32");
+        CHECK(t->numel() == param.numel(), "adamw_step: %ld vs %ld elements", (long)t->numel(), (long)param.numel());
+    }
+    same_device("adamw_step", {&param, &grad, &m, &v});
+    DISPATCH(param.device(), adamw_step, param, grad, m, v, cfg, step, grad_scale);
+}
+
+double sum_squares(const Tensor& x) {
+    CHECK(x.dtype == DType::f32, "sum_squares: f32 only, got %s", dtype_name(x.dtype));
+    return DISPATCH(x.device(), sum_squares, x);
+}
+
+void add(const Tensor& a, const Tensor& b, Tensor& out) {
+    need("add", "b", b, DType::f32, a.shape);
+    need("add", "out", out, DType::f32, a.shape);
+    same_device("add", {&a, &b, &out});
+    DISPATCH(a.device(), add, a, b, out);
+}
+
+void add_inplace(Tensor& dst, const Tensor& src, float alpha) {
+    CHECK(dst.dtype == DType::f32 && src.dtype == DType::f32 && dst.numel() == src.numel(),
+          "add_inplace: dst %s %s, src %s %s", dtype_name(dst.dtype), shape_str(dst.shape).c_str(),
+          dtype_name(src.dtype), shape_str(src.shape).c_str());
+    same_device("add_inplace", {&dst, &src});
+    DISPATCH(dst.device(), add_inplace, dst, src, alpha);
+}
+
+void scale_inplace(Tensor& x, float s) {
+    CHECK(x.dtype == DType::f32, "scale_inplace: f32 only");
+    DISPATCH(x.device(), scale_inplace, x, s);
+}
+
+void fill(Tensor& x, float value) { DISPATCH(x.device(), fill, x, value); }
+
+void copy(Tensor& dst, const Tensor& src) {
+    CHECK(dst.dtype == src.dtype && dst.numel() == src.numel(), "copy: dst %s %s, src %s %s",
+          dtype_name(dst.dtype), shape_str(dst.shape).c_str(), dtype_name(src.dtype), shape_str(src.shape).c_str());
+    if (dst.device() == Device::cpu && src.device() == Device::cpu) {
+        std::memmove(dst.data(), src.data(), src.nbytes());
+        return;
+    }
+#if defined(PENTA_CUDA)
+    cuda::memcpy_any(dst.data(), src.data(), src.nbytes());
+#else
+    FAIL("copy to or from a cuda tensor, but this build has no CUDA (make CUDA=1)");
+#endif
+}
+
+void convert(Tensor& dst, const Tensor& src) {
+    CHECK(dst.numel() == src.numel(), "convert: %ld vs %ld elements", (long)dst.numel(), (long)src.numel());
+    CHECK(dst.dtype != DType::i32 && src.dtype != DType::i32, "convert: float dtypes only");
+    CHECK(dst.dtype == DType::f32 || src.dtype == DType::f32, "convert: %s -> %s; one side must be f32",
+          dtype_name(src.dtype), dtype_name(dst.dtype));
+    same_device("convert", {&dst, &src});
+    DISPATCH(dst.device(), convert, dst, src);
+}
+
+void init_normal(Tensor& x, uint64_t seed, uint64_t stream, float std, int64_t row0, int64_t col0,
+                 int64_t full_cols) {
+    CHECK(x.dtype == DType::f32, "init_normal: f32 only");
+    DISPATCH(x.device(), init_normal, x, seed, stream, std, row0, col0, full_cols);
+}
+
+void device_synchronize(Device d) {
+    if (d == Device::cuda) DISPATCH(d, device_synchronize);
+}
+
+}  // namespace penta

@@ -1,0 +1,115 @@
+// ops.hpp — every op the Llama trainer needs, as forward/backward pairs, dispatched on the tensor's device.
+//
+// The CPU versions (ops_cpu.cpp, attention_cpu.cpp) are the reference: plain loops and OpenBLAS sgemm.
+// The CUDA versions (cuda/*.cu) use cuBLAS and our own kernels and are tested against the CPU ones.
+// Playbook: "First steps: training on one GPU" (the ops of one training step) and "Flash attention"
+// (the online-softmax attention that also returns the log-sum-exp, which context parallelism merges).
+//
+// Conventions, the same for every op:
+// - tensors are contiguous, row-major, f32 unless a comment says otherwise; token ids are i32;
+// - all operands of one call live on the same device;
+// - outputs are overwritten; PARAMETER gradients (dW, dw, dtable) are ACCUMULATED (+=), so gradient
+//   accumulation over micro-batches needs no extra buffer; attention backward accumulates into
+//   dq/dk/dv too, because context parallelism sums partial contributions from several key blocks;
+// - shapes are checked, and a mismatch names the op and the shapes.
+// Gradient checks of every op: tests/test_ops.cpp, tests/test_attention.cpp (`make test CH=00`).
+#pragma once
+#include "tensor.hpp"
+
+namespace penta {
+
+// ---- GEMM ------------------------------------------------------------------------------------------
+// C = alpha * op(A) @ op(B) + beta * C. op(A) is (M, K): A is (..., M, K), or (..., K, M) when transA.
+// op(B) is (K, N). C is (..., M, N). Leading (batch) dims of A and C must match; B either has the same
+// leading dims or is 2-D and shared by every batch entry.
+void matmul(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float alpha = 1.0f,
+            float beta = 0.0f);
+
+// Linear without bias, the PyTorch / Hugging Face layout: W is (out, in), y = x @ W^T.
+void linear_forward(const Tensor& x, const Tensor& W, Tensor& y);  // x (N, in) -> y (N, out)
+// dx (N, in) = dy @ W (overwritten; skipped when dx is undefined); dW (out, in) += dy^T @ x
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& W, Tensor& dx, Tensor& dW);
+
+// ---- embedding ---------------------------------------------------------------------------------------
+// out (N, h) = table[tokens - vocab_start]; tokens outside [vocab_start, vocab_start + V) give zero rows
+// (a vocab-parallel shard holds rows [vocab_start, vocab_start + V) of the full table).
+void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& out, int64_t vocab_start = 0);
+void embedding_backward(const Tensor& tokens, const Tensor& dout, Tensor& dtable, int64_t vocab_start = 0);
+
+// ---- RMSNorm -----------------------------------------------------------------------------------------
+// y = x / sqrt(mean(x^2) + eps) * w ; x, y (N, h); w (h); rstd (N) saved for backward
+void rmsnorm_forward(const Tensor& x, const Tensor& w, Tensor& y, Tensor& rstd, float eps);
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, Tensor& dx,
+                      Tensor& dw);
+
+// ---- RoPE (Hugging Face Llama convention: rotate_half pairs element i with i + hd/2) -------------------
+// x, out (B, T, nh, hd); pos (T) i32 global positions. inv_freq_i = theta^(-2i/hd), angle = pos * inv_freq_i
+// (both in f32, as HF computes them). out may alias x. Backward is the rotation by -angle.
+void rope_forward(const Tensor& x, const Tensor& pos, float theta, Tensor& out);
+void rope_backward(const Tensor& dout, const Tensor& pos, float theta, Tensor& dx);
+
+// ---- causal attention with GQA -------------------------------------------------------------------------
+// q (B, Tq, nh, hd); k, v (B, Tk, nkv, hd); out (B, Tq, nh, hd); lse (B, nh, Tq) natural-log sum-exp of
+// the scaled, masked scores. Head j uses kv head j / (nh / nkv). scale = 1/sqrt(hd).
+// Query i sits at global position q_offset + i, key j at k_offset + j; causal masks key > query. A query
+// that sees no key gets out = 0 and lse = -inf (context parallelism merges such partial results).
+struct AttnSpan {
+    int64_t q_offset = 0;
+    int64_t k_offset = 0;
+    bool causal = true;
+};
+// Naive: materialises the (Tq, Tk) probabilities. When probs (B, nh, Tq, Tk) is given they are written
+// there and may be kept for backward (what "no recomputation" stores); otherwise a workspace is used.
+void attention_forward_naive(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
+                             Tensor* probs, AttnSpan span = {});
+// probs: the saved probabilities, or nullptr to recompute them from q, k and lse.
+// dq, dk, dv are ACCUMULATED.
+void attention_backward_naive(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& out, const Tensor& lse, const Tensor* probs, Tensor& dq,
+                              Tensor& dk, Tensor& dv, AttnSpan span = {});
+// Tiled with online softmax (flash attention): never holds more than a tile of scores.
+void attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
+                             AttnSpan span = {});
+void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& out, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv,
+                              AttnSpan span = {});
+
+// ---- SwiGLU --------------------------------------------------------------------------------------------
+// out = silu(gate) * up ; all (N, f)
+void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out);
+void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup);
+
+// ---- fused softmax + cross-entropy ------------------------------------------------------------------
+// logits (N, V); targets (N) i32. Rows whose target == ignore_index count nothing and get zero grads.
+// Returns the SUM of the per-row losses (the caller divides by the global token count).
+// If dlogits (N, V) is defined it receives (softmax - onehot) * grad_scale; it may alias logits.
+// If losses (N) is defined it receives each row's loss (0 for ignored rows).
+double cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, Tensor& dlogits,
+                                      float grad_scale, int32_t ignore_index, Tensor& losses);
+
+// ---- optimizer -----------------------------------------------------------------------------------------
+struct AdamWConfig {
+    float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+};
+// PyTorch AdamW: p -= lr*wd*p; m,v updated with g = grad*grad_scale; p -= lr * mhat / (sqrt(vhat) + eps).
+// step counts from 1. All four tensors have the same numel.
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWConfig& cfg, int step,
+                float grad_scale = 1.0f);
+
+// sum of squares (accumulated in double), returned on the host: global grad norm = sqrt(sum over ranks)
+double sum_squares(const Tensor& x);
+
+// ---- elementwise and data movement -----------------------------------------------------------------------
+void add(const Tensor& a, const Tensor& b, Tensor& out);         // out = a + b (out may alias a or b)
+void add_inplace(Tensor& dst, const Tensor& src, float alpha = 1.0f);  // dst += alpha * src
+void scale_inplace(Tensor& x, float s);                         // x *= s
+void fill(Tensor& x, float value);                              // any float dtype or i32
+void copy(Tensor& dst, const Tensor& src);  // same dtype and numel; across devices allowed
+void convert(Tensor& dst, const Tensor& src);  // dtype conversion (f32 <-> bf16/f16/e4m3/e5m2), same device
+// element (r, c) of x (R, C) := std * rng_normal(seed, stream, (row0 + r) * full_cols + col0 + c):
+// the values a shard gets are exactly its slice of the full (?, full_cols) tensor. full_cols = -1: C.
+void init_normal(Tensor& x, uint64_t seed, uint64_t stream, float std, int64_t row0 = 0, int64_t col0 = 0,
+                 int64_t full_cols = -1);
+void device_synchronize(Device d);
+
+}  // namespace penta

@@ -1,0 +1,85 @@
+// optim.cpp — AdamW over parameter ranges, global grad-norm clipping and the LR schedule (optim.hpp).
+//
+// Playbook: "First steps: training on one GPU" and "ZeRO" (the optimizer works on a shard as well).
+// Tested by tests/test_optim.cpp: `build/bin/tests -ts='ch01 np1'`.
+#include "optim.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace penta {
+
+std::vector<ParamRange> ranges_in_shard(const std::vector<ParamRange>& full, int64_t start, int64_t count) {
+    std::vector<ParamRange> out;
+    for (const auto& r : full) {
+        int64_t lo = std::max(r.offset, start), hi = std::min(r.offset + r.count, start + count);
+        if (lo < hi) out.push_back(ParamRange{lo - start, hi - lo, r.decay});
+    }
+    return out;
+}
+
+float LRSchedule::at(int64_t step) const {
+    CHECK(warmup >= 0 && total > warmup, "LR schedule: warmup %ld must be >= 0 and < total steps %ld",
+          (long)warmup, (long)total);
+    if (step < warmup) return max_lr * (float)std::max<int64_t>(step, 0) / (float)warmup;
+    if (step >= total) return min_lr;
+    double progress = (double)(step - warmup) / (double)(total - warmup);  // 0 -> 1
+    return (float)(min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(M_PI * progress)));
+}
+
+float clip_scale(double grad_norm, float max_norm) {
+    if (max_norm <= 0.0f) return 1.0f;
+    return (float)std::min(1.0, (double)max_norm / (grad_norm + 1e-6));
+}
+
+AdamW::AdamW(Tensor param_, Tensor grad_, std::vector<ParamRange> ranges, AdamWConfig cfg_)
+    : cfg(cfg_), param(std::move(param_)), grad(std::move(grad_)), ranges_(std::move(ranges)) {
+    CHECK(param.dtype == DType::f32 && grad.dtype == DType::f32, "AdamW: params and grads must be f32, got %s and %s",
+          dtype_name(param.dtype), dtype_name(grad.dtype));
+    CHECK(param.numel() == grad.numel(), "AdamW: %ld parameters but %ld gradients", (long)param.numel(),
+          (long)grad.numel());
+    CHECK(param.device() == grad.device(), "AdamW: params on %s, grads on %s", device_name(param.device()),
+          device_name(grad.device()));
+    const int64_t n = param.numel();
+    if (ranges_.empty()) ranges_.push_back(ParamRange{0, n, true});
+    std::vector<ParamRange> sorted = ranges_;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const ParamRange& a, const ParamRange& b) { return a.offset < b.offset; });
+    for (size_t i = 0; i < sorted.size(); i++) {
+        const auto& r = sorted[i];
+        CHECK(r.offset >= 0 && r.count >= 0 && r.offset + r.count <= n,
+              "AdamW: range [%ld, %ld) is outside the %ld-element buffer", (long)r.offset, (long)(r.offset + r.count),
+              (long)n);
+        CHECK(i == 0 || sorted[i - 1].offset + sorted[i - 1].count <= r.offset,
+              "AdamW: ranges [%ld, +%ld) and [%ld, +%ld) overlap", (long)sorted[i - 1].offset,
+              (long)sorted[i - 1].count, (long)r.offset, (long)r.count);
+    }
+    m = Tensor::zeros({n}, DType::f32, param.device(), Tag::optim);
+    v = Tensor::zeros({n}, DType::f32, param.device(), Tag::optim);
+}
+
+double AdamW::grad_norm() const {
+    double local = 0;
+    for (const auto& r : ranges_) local += sum_squares(grad.flat(r.offset, r.count));
+    return std::sqrt(reduce_sum_squares(local));
+}
+
+double AdamW::step(float lr, float max_norm) {
+    const double norm = grad_norm();
+    CHECK(std::isfinite(norm),
+          "AdamW: gradient norm is %f at step %d (the run diverged: lower the learning rate or clip the grad norm)",
+          norm, step_count + 1);
+    const float scale = clip_scale(norm, max_norm);
+    step_count++;
+    for (const auto& r : ranges_) {
+        AdamWConfig c = cfg;
+        c.lr = lr;
+        if (!r.decay) c.weight_decay = 0.0f;
+        Tensor p = param.flat(r.offset, r.count), g = grad.flat(r.offset, r.count);
+        Tensor mr = m.flat(r.offset, r.count), vr = v.flat(r.offset, r.count);
+        adamw_step(p, g, mr, vr, c, step_count, scale);
+    }
+    return norm;
+}
+
+}  // namespace penta

@@ -1,0 +1,233 @@
+// tensor.cpp — Tensor and the tagged allocator (see tensor.hpp).
+#include "tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "ops.hpp"
+#include "ops_backend.hpp"
+
+namespace penta {
+
+const char* tag_name(Tag t) {
+    static const char* names[kNumTags] = {"params", "grads", "master", "optim", "activations", "comm",
+                                          "workspace"};
+    return names[(int)t];
+}
+const char* device_name(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
+
+const char* dtype_name(DType t) {
+    switch (t) {
+        case DType::f32: return "f32";
+        case DType::bf16: return "bf16";
+        case DType::f16: return "f16";
+        case DType::e4m3: return "e4m3";
+        case DType::e5m2: return "e5m2";
+        case DType::i32: return "i32";
+    }
+    return "?";
+}
+
+// ---------------------------------------------------------------------------------------------------
+// allocator accounting. Ranks are processes, so plain globals are per rank; the programs are
+// single-threaded apart from BLAS, which never allocates through here.
+
+namespace {
+MemStats g_stats[2];
+}
+
+const MemStats& mem_stats(Device d) { return g_stats[(int)d]; }
+
+void mem_reset_peak(Device d) {
+    MemStats& s = g_stats[(int)d];
+    for (int i = 0; i < kNumTags; i++) s.peak[i] = s.current[i];
+    s.total_peak = s.total_current;
+}
+
+bool cuda_available() {
+#if defined(PENTA_CUDA)
+    static int n = cuda::device_count();
+    return n > 0;
+#else
+    return false;
+#endif
+}
+
+Buffer::Buffer(size_t nbytes, Device dev, Tag t) : bytes(nbytes), device(dev), tag(t) {
+    size_t alloc = nbytes ? nbytes : 1;
+    if (dev == Device::cpu) {
+        // 64-byte alignment: whole cache lines, and what AVX-512 loads like
+        ptr = std::aligned_alloc(64, (alloc + 63) / 64 * 64);
+        CHECK(ptr, "out of host memory allocating %zu bytes for %s", nbytes, tag_name(t));
+    } else {
+#if defined(PENTA_CUDA)
+        ptr = cuda::device_malloc(alloc);
+#else
+        FAIL("a cuda tensor was requested, but this build has no CUDA (rebuild with `make CUDA=1`)");
+#endif
+    }
+    MemStats& s = g_stats[(int)dev];
+    s.current[(int)t] += (int64_t)nbytes;
+    s.total_current += (int64_t)nbytes;
+    if (s.current[(int)t] > s.peak[(int)t]) s.peak[(int)t] = s.current[(int)t];
+    if (s.total_current > s.total_peak) s.total_peak = s.total_current;
+}
+
+Buffer::~Buffer() {
+    if (device == Device::cpu) {
+        std::free(ptr);
+    } else {
+#if defined(PENTA_CUDA)
+        cuda::device_free(ptr);
+#endif
+    }
+    MemStats& s = g_stats[(int)device];
+    s.current[(int)tag] -= (int64_t)bytes;
+    s.total_current -= (int64_t)bytes;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Tensor
+
+std::string shape_str(const Shape& s) {
+    std::string out = "(";
+    for (size_t i = 0; i < s.size(); i++) out += (i ? ", " : "") + std::to_string(s[i]);
+    return out + ")";
+}
+
+int64_t Tensor::numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Tag tag) {
+    Tensor t;
+    t.shape = shape;
+    t.dtype = dtype;
+    for (int64_t d : shape) CHECK(d >= 0, "negative dimension in shape %s", shape_str(shape).c_str());
+    t.buf = std::make_shared<Buffer>(t.nbytes(), device, tag);
+    return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device, Tag tag) {
+    Tensor t = empty(shape, dtype, device, tag);
+    if (device == Device::cpu) {
+        std::memset(t.data(), 0, t.nbytes());
+    } else {
+#if defined(PENTA_CUDA)
+        cuda::memset_zero(t.data(), t.nbytes());
+#endif
+    }
+    return t;
+}
+
+template <class T>
+static constexpr bool dtype_matches(DType d) {
+    if constexpr (std::is_same_v<T, float>) return d == DType::f32;
+    if constexpr (std::is_same_v<T, int32_t>) return d == DType::i32;
+    if constexpr (std::is_same_v<T, uint16_t>) return d == DType::bf16 || d == DType::f16;
+    if constexpr (std::is_same_v<T, uint8_t>) return d == DType::e4m3 || d == DType::e5m2;
+    return false;
+}
+
+template <class T>
+T* Tensor::ptr() const {
+    CHECK(defined(), "ptr() of an undefined tensor");
+    CHECK(dtype_matches<T>(dtype), "typed access does not match the tensor's dtype %s", dtype_name(dtype));
+    return (T*)data();
+}
+template float* Tensor::ptr<float>() const;
+template int32_t* Tensor::ptr<int32_t>() const;
+template uint16_t* Tensor::ptr<uint16_t>() const;
+template uint8_t* Tensor::ptr<uint8_t>() const;
+
+Tensor Tensor::view(const Shape& new_shape) const {
+    Shape s = new_shape;
+    int64_t known = 1, infer = -1;
+    for (size_t i = 0; i < s.size(); i++) {
+        if (s[i] == -1) {
+            CHECK(infer < 0, "view %s: at most one -1", shape_str(new_shape).c_str());
+            infer = (int64_t)i;
+        } else {
+            known *= s[i];
+        }
+    }
+    if (infer >= 0) s[infer] = known ? numel() / known : 0;
+    Tensor t = *this;
+    t.shape = s;
+    CHECK(t.numel() == numel(), "view %s of a tensor %s changes the element count",
+          shape_str(new_shape).c_str(), shape_str(shape).c_str());
+    return t;
+}
+
+Tensor Tensor::slice(int64_t start, int64_t len) const {
+    CHECK(dim() >= 1 && start >= 0 && len >= 0 && start + len <= shape[0],
+          "slice [%ld, %ld) of dim 0 of a tensor %s", (long)start, (long)(start + len), shape_str(shape).c_str());
+    Tensor t = *this;
+    t.shape[0] = len;
+    t.offset += (size_t)(start * (numel() / std::max<int64_t>(shape[0], 1))) * dtype_size(dtype);
+    return t;
+}
+
+Tensor Tensor::flat(int64_t start, int64_t n) const {
+    CHECK(start >= 0 && n >= 0 && start + n <= numel(), "flat [%ld, %ld) of a tensor of %ld elements",
+          (long)start, (long)(start + n), (long)numel());
+    Tensor t = *this;
+    t.shape = {n};
+    t.offset += (size_t)start * dtype_size(dtype);
+    return t;
+}
+
+Tensor Tensor::clone(Device device, Tag tag) const {
+    Tensor t = empty(shape, dtype, device, tag);
+    penta::copy(t, *this);
+    return t;
+}
+
+std::vector<float> Tensor::to_host() const {
+    Tensor h = device() == Device::cpu ? *this : clone(Device::cpu, Tag::workspace);
+    std::vector<float> out(numel());
+    for (int64_t i = 0; i < numel(); i++) {
+        switch (dtype) {
+            case DType::f32: out[i] = h.ptr<float>()[i]; break;
+            case DType::i32: out[i] = (float)h.ptr<int32_t>()[i]; break;
+            case DType::bf16: out[i] = bf16_to_f32(h.ptr<uint16_t>()[i]); break;
+            case DType::f16: out[i] = f16_to_f32(h.ptr<uint16_t>()[i]); break;
+            case DType::e4m3: out[i] = e4m3_to_f32(h.ptr<uint8_t>()[i]); break;
+            case DType::e5m2: out[i] = e5m2_to_f32(h.ptr<uint8_t>()[i]); break;
+        }
+    }
+    return out;
+}
+
+std::vector<int32_t> Tensor::to_host_i32() const {
+    CHECK(dtype == DType::i32, "to_host_i32 of a %s tensor", dtype_name(dtype));
+    Tensor h = device() == Device::cpu ? *this : clone(Device::cpu, Tag::workspace);
+    return std::vector<int32_t>(h.ptr<int32_t>(), h.ptr<int32_t>() + numel());
+}
+
+Tensor Tensor::from_host(const std::vector<float>& values, const Shape& shape, Device device, Tag tag,
+                         DType dtype) {
+    Tensor h = empty(shape, DType::f32, Device::cpu, Tag::workspace);
+    CHECK((int64_t)values.size() == h.numel(), "from_host: %zu values for shape %s", values.size(),
+          shape_str(shape).c_str());
+    std::memcpy(h.data(), values.data(), h.nbytes());
+    if (dtype != DType::f32) {
+        Tensor c = empty(shape, dtype, Device::cpu, Tag::workspace);
+        convert(c, h);
+        h = c;
+    }
+    if (device == Device::cpu && tag == Tag::workspace) return h;
+    return h.clone(device, tag);
+}
+
+Tensor Tensor::from_host_i32(const std::vector<int32_t>& values, const Shape& shape, Device device, Tag tag) {
+    Tensor h = empty(shape, DType::i32, Device::cpu, tag);
+    CHECK((int64_t)values.size() == h.numel(), "from_host_i32: %zu values for shape %s", values.size(),
+          shape_str(shape).c_str());
+    std::memcpy(h.data(), values.data(), h.nbytes());
+    return device == Device::cpu ? h : h.clone(device, tag);
+}
+
+}  // namespace penta

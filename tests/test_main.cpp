@@ -1,0 +1,179 @@
+// test_main.cpp — the MPI-aware doctest main and the helpers of testing.hpp.
+//
+// Every rank runs every selected test. A listener records each test case's outcome on each rank; at the
+// end the outcomes are reduced over ranks (a test failed if it failed on ANY rank) and rank 0 prints one
+// line "N passed, N failed, N skipped". Ranks other than 0 print only failures, prefixed by their rank.
+//   mpirun -np 2 build/bin/tests -ts="ch00 np2"
+#define DOCTEST_CONFIG_IMPLEMENT
+#include "testing.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "../common/runtime.hpp"
+
+namespace penta::testing {
+
+namespace {
+struct Outcome {
+    std::string name;
+    int failed = 0, skipped = 0;
+};
+std::vector<Outcome> g_outcomes;
+std::string g_current, g_skip_reason;
+bool g_current_skipped = false;
+
+struct OutcomeListener : doctest::IReporter {
+    explicit OutcomeListener(const doctest::ContextOptions&) {}
+    void report_query(const doctest::QueryData&) override {}
+    void test_run_start() override {}
+    void test_run_end(const doctest::TestRunStats&) override {}
+    void test_case_start(const doctest::TestCaseData& tc) override {
+        g_current = tc.m_name;
+        g_current_skipped = false;
+    }
+    void test_case_reenter(const doctest::TestCaseData&) override {}
+    void test_case_end(const doctest::CurrentTestCaseStats& st) override {
+        Outcome o{g_current, st.testCaseSuccess ? 0 : 1, g_current_skipped ? 1 : 0};
+        if (o.failed && world_rank() != 0)
+            std::fprintf(stderr, "[rank %d] FAILED: %s\n", world_rank(), g_current.c_str());
+        g_outcomes.push_back(o);
+    }
+    void test_case_exception(const doctest::TestCaseException&) override {}
+    void subcase_start(const doctest::SubcaseSignature&) override {}
+    void subcase_end() override {}
+    void log_assert(const doctest::AssertData&) override {}
+    void log_message(const doctest::MessageData&) override {}
+    void test_case_skipped(const doctest::TestCaseData&) override {}
+};
+}  // namespace
+
+void mark_skipped(const std::string& reason) {
+    g_current_skipped = true;
+    if (world_rank() == 0) std::printf("skipped: %s: %s\n", g_current.c_str(), reason.c_str());
+}
+
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b, double floor) {
+    REQUIRE(a.size() == b.size());
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); i++)
+        worst = std::max(worst, std::fabs((double)a[i] - b[i]) / std::max(std::fabs((double)b[i]), floor));
+    return worst;
+}
+
+void check_close(const std::vector<float>& a, const std::vector<float>& b, double rtol, double atol,
+                 const std::string& what) {
+    REQUIRE_MESSAGE(a.size() == b.size(), what << ": sizes " << a.size() << " vs " << b.size());
+    size_t bad = a.size();
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        double err = std::fabs((double)a[i] - b[i]) - (atol + rtol * std::fabs((double)b[i]));
+        if (!(err <= 0) && (bad == a.size() || err > worst || std::isnan(err))) {
+            bad = i;
+            worst = std::isnan(err) ? INFINITY : err;
+        }
+    }
+    CHECK_MESSAGE(bad == a.size(), what << ": element " << bad << " is " << (bad < a.size() ? a[bad] : 0)
+                                        << ", expected " << (bad < a.size() ? b[bad] : 0) << " (rtol " << rtol
+                                        << ", atol " << atol << ", n " << a.size() << ")");
+}
+
+Tensor random_tensor(const Shape& shape, uint64_t seed, float std, Device device, Tag tag) {
+    Tensor t = Tensor::empty(shape, DType::f32, Device::cpu, tag);
+    init_normal(t, seed, 12345, std);
+    return device == Device::cpu ? t : t.clone(device, tag);
+}
+
+Tensor random_tokens(const Shape& shape, int32_t vocab, uint64_t seed, Device device) {
+    int64_t n = 1;
+    for (auto s : shape) n *= s;
+    std::vector<int32_t> ids(n);
+    for (int64_t i = 0; i < n; i++)
+        ids[i] = (int32_t)(philox4x32(seed, 777, (uint64_t)i).v[0] % (uint32_t)vocab);
+    return Tensor::from_host_i32(ids, shape, device);
+}
+
+double dot(const Tensor& out, const Tensor& weights) {
+    auto a = out.to_host(), b = weights.to_host();
+    REQUIRE(a.size() == b.size());
+    double s = 0;
+    for (size_t i = 0; i < a.size(); i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+void check_gradient(Tensor& x, const std::vector<float>& analytic, const std::function<double()>& loss,
+                    const std::string& what, double eps, double rtol, double atol, int max_elems) {
+    REQUIRE(x.device() == Device::cpu);
+    REQUIRE(x.dtype == DType::f32);
+    REQUIRE((int64_t)analytic.size() == x.numel());
+    float* p = x.ptr<float>();
+    int64_t n = x.numel(), stride = std::max<int64_t>(1, n / max_elems);
+    std::vector<float> num, ana;
+    for (int64_t i = (n > max_elems ? 7 % stride : 0); i < n; i += stride) {
+        float orig = p[i];
+        p[i] = orig + (float)eps;
+        double up = loss();
+        p[i] = orig - (float)eps;
+        double down = loss();
+        p[i] = orig;
+        // divide by the step really taken (orig±eps rounds in f32)
+        double h = (double)(orig + (float)eps) - (double)(orig - (float)eps);
+        num.push_back((float)((up - down) / h));
+        ana.push_back(analytic[i]);
+    }
+    check_close(ana, num, rtol, atol, what + " (analytic vs finite differences)");
+}
+
+}  // namespace penta::testing
+
+REGISTER_LISTENER("penta_outcomes", 1, penta::testing::OutcomeListener);
+
+int main(int argc, char** argv) {
+    using namespace penta;
+    runtime_init(&argc, &argv);
+    doctest::Context ctx;
+    ctx.applyCommandLine(argc, argv);
+    if (world_rank() != 0) ctx.setOption("minimal", true);
+    ctx.setOption("no-intro", true);
+    int rc = ctx.run();
+    if (ctx.shouldExit()) {
+        runtime_finalize();
+        return rc;
+    }
+
+    auto& outs = testing::g_outcomes;
+    std::vector<int> flags(2 * outs.size());
+    for (size_t i = 0; i < outs.size(); i++) {
+        flags[2 * i] = outs[i].failed;
+        flags[2 * i + 1] = outs[i].skipped;
+    }
+#if defined(PENTA_MPI)
+    // all ranks ran the same tests in the same order, so the vectors line up
+    int n = (int)flags.size(), nmax = 0;
+    MPI_Allreduce(&n, &nmax, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (n != nmax) {
+        std::fprintf(stderr, "[rank %d] ran %d tests, another rank %d\n", world_rank(), n / 2, nmax / 2);
+        abort_job(1);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, flags.data(), n, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+#endif
+    int passed = 0, failed = 0, skipped = 0;
+    for (size_t i = 0; i < outs.size(); i++) {
+        if (flags[2 * i]) {
+            failed++;
+            if (world_rank() == 0) std::printf("FAILED (on some rank): %s\n", outs[i].name.c_str());
+        } else if (flags[2 * i + 1]) {
+            skipped++;
+        } else {
+            passed++;
+        }
+    }
+    if (world_rank() == 0) {
+        std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+        std::fflush(stdout);
+    }
+    runtime_finalize();
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,205 @@
+// test_optim.cpp — AdamW over ranges (no decay for norm weights), global grad-norm clipping, the same
+// update on a ZeRO-style shard, the warmup + cosine LR schedule, and the step log / metrics helpers.
+// Run: build/bin/tests -ts='ch01 np1' -tc='*AdamW*,*clip*,*LR*,*StepLog*,*FLOP*'
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../common/metrics.hpp"
+#include "../common/optim.hpp"
+#include "testing.hpp"
+
+using namespace penta;
+using penta::testing::check_close;
+using penta::testing::random_tensor;
+
+namespace {
+
+// PyTorch's AdamW for one element, in double: the reference the ranges are checked against
+struct ScalarAdamW {
+    double p, m = 0, v = 0;
+    void step(double g, double lr, double wd, int t, const AdamWConfig& c) {
+        p *= 1 - lr * wd;
+        m = c.beta1 * m + (1 - c.beta1) * g;
+        v = c.beta2 * v + (1 - c.beta2) * g * g;
+        double mhat = m / (1 - std::pow(c.beta1, t)), vhat = v / (1 - std::pow(c.beta2, t));
+        p -= lr * mhat / (std::sqrt(vhat) + c.eps);
+    }
+};
+
+std::vector<float> scaled(std::vector<float> x, float s) {
+    for (auto& e : x) e *= s;
+    return x;
+}
+
+}  // namespace
+
+TEST_SUITE("ch01 np1") {
+
+TEST_CASE("AdamW ranges: decay only where asked, untouched outside every range") {
+    const int64_t n = 12;
+    Tensor p = random_tensor({n}, 1, 1.0f, Device::cpu, Tag::params);
+    Tensor g = random_tensor({n}, 2, 1.0f, Device::cpu, Tag::grads);
+    AdamWConfig cfg;
+    cfg.weight_decay = 0.5f;  // large, so a wrongly decayed element is far off
+    // [0,6) decays, element 6 belongs to no range, [7,12) is a norm weight
+    AdamW opt(p, g, {{0, 6, true}, {7, 5, false}}, cfg);
+    std::vector<float> p0 = p.to_host(), gh = g.to_host();
+    std::vector<ScalarAdamW> ref;
+    for (float x : p0) ref.push_back(ScalarAdamW{x});
+    const float lrs[3] = {1e-2f, 5e-3f, 2e-2f};
+    for (int s = 0; s < 3; s++) {
+        opt.step(lrs[s], 0.0f);
+        for (int64_t i = 0; i < n; i++)
+            if (i != 6) ref[i].step(gh[i], lrs[s], i < 6 ? cfg.weight_decay : 0.0, s + 1, cfg);
+    }
+    std::vector<float> want(n);
+    for (int64_t i = 0; i < n; i++) want[i] = (float)ref[i].p;
+    want[6] = p0[6];
+    check_close(p.to_host(), want, 1e-5, 1e-6, "AdamW params vs scalar reference");
+    CHECK(opt.step_count == 3);
+    CHECK(mem_stats(Device::cpu).current[(int)Tag::optim] >= 2 * n * 4);
+    // overlapping or out-of-bounds ranges are rejected
+    CHECK_THROWS_AS(AdamW(p, g, {{0, 6, true}, {5, 2, false}}, cfg), Error);
+    CHECK_THROWS_AS(AdamW(p, g, {{10, 3, true}}, cfg), Error);
+}
+
+TEST_CASE("clipping: a grad of norm 10 with max_norm 1 updates like the grad times 0.1") {
+    const int64_t n = 16;
+    std::vector<float> gv = random_tensor({n}, 3).to_host();
+    double norm = 0;
+    for (float x : gv) norm += (double)x * x;
+    gv = scaled(gv, (float)(10.0 / std::sqrt(norm)));  // norm 10
+    std::vector<float> pv = random_tensor({n}, 4).to_host();
+
+    Tensor p1 = Tensor::from_host(pv, {n}, Device::cpu), g1 = Tensor::from_host(gv, {n}, Device::cpu);
+    Tensor p2 = Tensor::from_host(pv, {n}, Device::cpu);
+    Tensor g2 = Tensor::from_host(scaled(gv, (float)(0.1 * (1.0 - 1e-7))), {n}, Device::cpu);  // 1/(10+1e-6)
+    AdamW clipped(p1, g1, {}, AdamWConfig{}), reference(p2, g2, {}, AdamWConfig{});
+    CHECK(clipped.step(1e-2f, 1.0f) == doctest::Approx(10.0).epsilon(1e-6));  // the norm before clipping
+    reference.step(1e-2f, 0.0f);
+    // Adam's update barely depends on the grad's scale, so compare the moments too
+    check_close(clipped.m.to_host(), reference.m.to_host(), 1e-5, 0, "m");
+    check_close(clipped.v.to_host(), reference.v.to_host(), 1e-5, 0, "v");
+    check_close(p1.to_host(), p2.to_host(), 1e-6, 1e-7, "params");
+    CHECK(clip_scale(0.5, 1.0f) == 1.0f);
+    CHECK(clip_scale(10.0, 0.0f) == 1.0f);
+}
+
+TEST_CASE("AdamW on shards with a reduce hook equals AdamW on the full buffer") {
+    const int64_t n = 20, cut = 8;
+    std::vector<ParamRange> full_ranges = {{0, 6, true}, {6, 3, false}, {9, 11, true}};
+    std::vector<float> pv = random_tensor({n}, 5).to_host(), gv = random_tensor({n}, 6, 3.0f).to_host();
+    Tensor pf = Tensor::from_host(pv, {n}, Device::cpu), gf = Tensor::from_host(gv, {n}, Device::cpu);
+    AdamW full(pf, gf, full_ranges, AdamWConfig{});
+    double norm_full = full.step(1e-2f, 1.0f);
+
+    Tensor ps = Tensor::from_host(pv, {n}, Device::cpu), gs = Tensor::from_host(gv, {n}, Device::cpu);
+    auto r0 = ranges_in_shard(full_ranges, 0, cut), r1 = ranges_in_shard(full_ranges, cut, n - cut);
+    REQUIRE(r1.size() == 2);
+    CHECK(r1[0].offset == 0);
+    CHECK(r1[0].count == 1);
+    CHECK(!r1[0].decay);
+    AdamW s0(ps.flat(0, cut), gs.flat(0, cut), r0, AdamWConfig{});
+    AdamW s1(ps.flat(cut, n - cut), gs.flat(cut, n - cut), r1, AdamWConfig{});
+    // what an all-reduce of the sum of squares over the two "ranks" returns
+    double sq0 = sum_squares(gs.flat(0, cut)), sq1 = sum_squares(gs.flat(cut, n - cut));
+    s0.reduce_sum_squares = [&](double s) { return s + sq1; };
+    s1.reduce_sum_squares = [&](double s) { return s + sq0; };
+    CHECK(s0.step(1e-2f, 1.0f) == doctest::Approx(norm_full));
+    CHECK(s1.step(1e-2f, 1.0f) == doctest::Approx(norm_full));
+    check_close(ps.to_host(), pf.to_host(), 1e-6, 1e-7, "sharded vs full params");
+}
+
+TEST_CASE("LR schedule: linear warmup from 0, cosine to min_lr") {
+    LRSchedule s{1e-3f, 1e-4f, 10, 110};
+    CHECK(s.at(0) == 0.0f);
+    CHECK(s.at(5) == doctest::Approx(5e-4));
+    CHECK(s.at(10) == doctest::Approx(1e-3));
+    CHECK(s.at(60) == doctest::Approx(5.5e-4));  // halfway through the cosine: the mean of max and min
+    CHECK(s.at(110) == doctest::Approx(1e-4));
+    CHECK(s.at(500) == doctest::Approx(1e-4));
+    CHECK(s.at(30) > s.at(31));
+    LRSchedule no_warmup{1e-3f, 0.0f, 0, 100};
+    CHECK(no_warmup.at(0) == doctest::Approx(1e-3));
+    CHECK_THROWS_AS(LRSchedule({1e-3f, 0.0f, 100, 100}).at(1), Error);
+}
+
+TEST_CASE("model FLOPs per token, GPU peak table, units") {
+    // 6N + 12 L h T: N = 1e6, L = 4, h = 256, T = 128
+    CHECK(model_flops_per_token(1000000, 4, 256, 128) == doctest::Approx(6e6 + 12.0 * 4 * 256 * 128));
+    CHECK(gpu_peak_flops("NVIDIA H100 80GB HBM3", DType::bf16) == 989e12);
+    CHECK(gpu_peak_flops("NVIDIA H200", DType::bf16) == 989e12);
+    CHECK(gpu_peak_flops("NVIDIA H100 PCIe", DType::bf16) == 756e12);
+    CHECK(gpu_peak_flops("NVIDIA A100-SXM4-80GB", DType::f32) == 19.5e12);
+    CHECK(gpu_peak_flops("NVIDIA A100-SXM4-80GB", DType::f32, true) == 156e12);
+    CHECK(gpu_peak_flops("NVIDIA L40S", DType::bf16) == 362e12);
+    CHECK(gpu_peak_flops("Some Future GPU", DType::bf16) == 0);
+    CHECK(human_bytes(512) == "512B");
+    CHECK(human_bytes(16 * 1024 * 1024) == "16.0MiB");
+    CHECK(human_count(12345) == "12.3k");
+    CHECK(cpu_sgemm_peak_flops() > 0);
+    CHECK(cpu_sgemm_peak_flops() == cpu_sgemm_peak_flops());  // measured once, then cached
+}
+
+TEST_CASE("StepLog: the printed line and a JSONL line that parses back") {
+    char tmpl[] = "/tmp/penta_log_XXXXXX";
+    int fd = mkstemp(tmpl);
+    REQUIRE(fd >= 0);
+    close(fd);
+    Tensor w = Tensor::zeros({1024}, DType::f32, Device::cpu, Tag::params);  // something to report
+    StepLogConfig cfg;
+    cfg.flops_per_token = 1e6;
+    cfg.peak_flops = 1e12;
+    cfg.num_devices = 2;
+    cfg.jsonl_path = tmpl;
+    cfg.print = false;
+    StepRecord r;
+    r.step = 10;
+    r.total_steps = 200;
+    r.loss = 1.2345;
+    r.lr = 3e-4f;
+    r.grad_norm = 0.812;
+    r.tokens = 4000;
+    r.seconds = 0.5;  // 8000 tok/s, 8e9 FLOP/s over 2 devices = 4e9 per device, MFU 0.4%
+    r.task_accuracy = 0.875;
+    r.extra = {{"bubble", 0.25}};
+    {
+        StepLog log(cfg);
+        std::string line = log.line(r);
+        CHECK(line.rfind("step  10/200 | loss 1.2345 | lr 3.00e-04 | grad norm 0.812", 0) == 0);
+        CHECK(line.find("8.0k tok/s") != std::string::npos);
+        CHECK(line.find("4.0 GFLOP/s/dev") != std::string::npos);
+        CHECK(line.find("MFU 0.4%") != std::string::npos);
+        CHECK(line.find("acc 87.5%") != std::string::npos);
+        CHECK(line.find("mem params ") != std::string::npos);
+        log.log(r);
+        r.step = 11;
+        log.log(r);
+    }
+    std::ifstream in(tmpl);
+    std::string l1, l2, l3;
+    REQUIRE(std::getline(in, l1));
+    REQUIRE(std::getline(in, l2));
+    CHECK(!std::getline(in, l3));
+    std::remove(tmpl);
+    auto j = nlohmann::json::parse(l1);
+    CHECK(j["step"] == 10);
+    CHECK(j["total_steps"] == 200);
+    CHECK(j["loss"].get<double>() == doctest::Approx(1.2345));
+    CHECK(j["lr"].get<double>() == doctest::Approx(3e-4));
+    CHECK(j["grad_norm"].get<double>() == doctest::Approx(0.812));
+    CHECK(j["tokens_per_s"].get<double>() == doctest::Approx(8000));
+    CHECK(j["tflops_per_device"].get<double>() == doctest::Approx(4e-3));
+    CHECK(j["mfu"].get<double>() == doctest::Approx(4e-3));
+    CHECK(j["task_accuracy"].get<double>() == doctest::Approx(0.875));
+    CHECK(j["bubble"].get<double>() == doctest::Approx(0.25));
+    CHECK(j["mem"]["params"]["current"].get<int64_t>() >= 4096);
+    CHECK(j["mem"].contains("activations"));
+    CHECK(nlohmann::json::parse(l2)["step"] == 11);
+    CHECK(memory_table(Device::cpu).find("params") != std::string::npos);
+}
+
+}  // TEST_SUITE

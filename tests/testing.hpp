@@ -1,0 +1,50 @@
+// testing.hpp — what every pentatron test file shares: doctest, skip reporting, closeness checks, random
+// tensors and a finite-difference gradient checker.
+//
+// Tests are grouped in doctest suites named by chapter and world size, e.g. TEST_SUITE("ch00 np1"):
+// scripts/run_tests.sh runs "chNN npK" suites under `mpirun -np K`, and `make test CH=NN` picks one chapter.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "../common/ops.hpp"
+// Tests use doctest's CHECK/FAIL (a failed check is recorded and the test goes on); the library's
+// throwing CHECK/FAIL of core.hpp stay inside the library.
+#undef CHECK
+#undef FAIL
+#include <doctest/doctest.h>
+
+namespace penta::testing {
+
+// A test that cannot run here (no GPU, no PyTorch) calls SKIP_TEST: it is reported as skipped, never as
+// passed, and the reason is printed once.
+void mark_skipped(const std::string& reason);
+#define SKIP_TEST(reason)                           \
+    do {                                            \
+        ::penta::testing::mark_skipped(reason);     \
+        return;                                     \
+    } while (0)
+
+// Largest |a-b| / max(|b|, floor) over all elements (b is the reference).
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b, double floor = 1e-3);
+// CHECKs same size and every |a-b| <= atol + rtol*|b|; on failure names `what`, the worst index and values.
+void check_close(const std::vector<float>& a, const std::vector<float>& b, double rtol, double atol,
+                 const std::string& what);
+
+// Tensor with values std * N(0,1) from the counter RNG (seed, stream), so tests are reproducible.
+Tensor random_tensor(const Shape& shape, uint64_t seed, float std = 1.0f, Device device = Device::cpu,
+                     Tag tag = Tag::workspace);
+Tensor random_tokens(const Shape& shape, int32_t vocab, uint64_t seed, Device device = Device::cpu);
+
+// Central finite differences of loss() with respect to the f32 CPU tensor x, compared with `analytic`
+// (d loss / d x). Checks up to max_elems elements spread over x. loss() must read x's current contents.
+void check_gradient(Tensor& x, const std::vector<float>& analytic, const std::function<double()>& loss,
+                    const std::string& what, double eps = 1e-2, double rtol = 2e-2, double atol = 2e-4,
+                    int max_elems = 64);
+
+// sum(out * weights) in double: the scalar whose gradient w.r.t. out is `weights` (a random projection
+// turns any op's output into a loss for gradient checking)
+double dot(const Tensor& out, const Tensor& weights);
+
+}  // namespace penta::testing

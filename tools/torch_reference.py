@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""torch_reference.py — an independent PyTorch implementation of pentatron's Llama, used to check ours.
+
+Chapter 01 (playbook: "First steps: training on one GPU"). Our C++ model has no autograd: every backward is
+written by hand. This script rebuilds the same model in PyTorch (its own code, no pentatron import), loads
+the weights and the batch that our program dumped, and compares, at fp32 tolerances:
+  logits, loss, the gradient of every parameter tensor, and the weights after 5 AdamW steps
+  (with global grad-norm clipping), step by step.
+PyTorch computes in float64 here, so it is the accurate side of the comparison.
+
+  build/bin/01_single_gpu --model tiny --dump-reference /tmp/ref     # writes the dump
+  /usr/bin/python3 tools/torch_reference.py /tmp/ref                  # exit 0 when everything agrees
+
+Dump format (all little-endian, row-major): meta.json (config, batch shape, AdamW settings, our losses,
+the tensor table {name, offset, shape, decay}); params0.bin, grads.bin, params5.bin (f32, the flat buffers);
+tokens.bin, targets.bin (i32, B*T); logits.bin (f32, B*T x vocab).
+"""
+import json
+import math
+import os
+import sys
+
+import torch
+
+torch.set_default_dtype(torch.float64)
+
+
+def load(path, dtype, shape=None):
+    import numpy as np
+    a = np.fromfile(path, dtype=dtype)
+    t = torch.from_numpy(a.astype("float64") if dtype == "<f4" else a.astype("int64"))
+    return t if shape is None else t.reshape(shape)
+
+
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope(x, pos, theta):
+    # Hugging Face Llama: element i pairs with i + hd/2 (rotate_half); inv_freq in float32 as HF computes it
+    hd = x.shape[-1]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+    freqs = pos.to(torch.float32)[:, None] * inv_freq[None, :]          # (T, hd/2)
+    emb = torch.cat([freqs, freqs], dim=-1).to(torch.float64)           # (T, hd)
+    cos, sin = emb.cos()[None, :, None, :], emb.sin()[None, :, None, :]
+    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+class Llama(torch.nn.Module):
+    def __init__(self, cfg, tensors, flat):
+        super().__init__()
+        self.cfg = cfg
+        self.p = torch.nn.ParameterDict()
+        self.names = []
+        for t in tensors:
+            n = t["numel"] = math.prod(t["shape"])
+            value = flat[t["offset"]: t["offset"] + n].reshape(t["shape"]).clone()
+            key = t["name"].replace(".", "__")
+            self.p[key] = torch.nn.Parameter(value)
+            self.names.append((t["name"], key))
+
+    def w(self, name):
+        return self.p[name.replace(".", "__")]
+
+    def forward(self, tokens):  # tokens (B, T) -> logits (B*T, V)
+        c = self.cfg
+        B, T = tokens.shape
+        nh, nkv, h = c["n_heads"], c["n_kv_heads"], c["hidden"]
+        hd = h // nh
+        pos = torch.arange(T)
+        x = self.w("model.embed_tokens.weight")[tokens]                   # (B, T, h)
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        for i in range(c["n_layers"]):
+            L = f"model.layers.{i}."
+            xn = rms_norm(x, self.w(L + "input_layernorm.weight"), c["norm_eps"])
+            q = (xn @ self.w(L + "self_attn.q_proj.weight").T).view(B, T, nh, hd)
+            k = (xn @ self.w(L + "self_attn.k_proj.weight").T).view(B, T, nkv, hd)
+            v = (xn @ self.w(L + "self_attn.v_proj.weight").T).view(B, T, nkv, hd)
+            q, k = rope(q, pos, c["rope_theta"]), rope(k, pos, c["rope_theta"])
+            rep = nh // nkv                                                 # GQA: kv head j serves rep query heads
+            k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+            s = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(hd)       # (B, nh, T, T)
+            s = s.masked_fill(~mask, float("-inf"))
+            o = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v).reshape(B, T, nh * hd)
+            x = x + o @ self.w(L + "self_attn.o_proj.weight").T
+            xn = rms_norm(x, self.w(L + "post_attention_layernorm.weight"), c["norm_eps"])
+            g = xn @ self.w(L + "mlp.gate_proj.weight").T
+            u = xn @ self.w(L + "mlp.up_proj.weight").T
+            x = x + (torch.nn.functional.silu(g) * u) @ self.w(L + "mlp.down_proj.weight").T
+        x = rms_norm(x, self.w("model.norm.weight"), c["norm_eps"])
+        head = self.w("model.embed_tokens.weight") if c["tied_embeddings"] else self.w("lm_head.weight")
+        return (x @ head.T).reshape(B * T, -1)
+
+
+def close(name, ours, ref, rtol, atol):
+    ours, ref = ours.reshape(-1), ref.reshape(-1)
+    err = (ours - ref).abs() - (atol + rtol * ref.abs())
+    worst = int(err.argmax())
+    ok = bool((err <= 0).all())
+    rel = float(((ours - ref).abs().max() / ref.abs().max().clamp_min(1e-30)))
+    print(f"{'ok  ' if ok else 'FAIL'} {name:<52} max|diff|/max|ref| {rel:.2e}"
+          + ("" if ok else f"  (worst element {worst}: ours {float(ours[worst]):.6g}, torch {float(ref[worst]):.6g})"))
+    return ok
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: torch_reference.py DUMP_DIR (written by 01_single_gpu --dump-reference DUMP_DIR)")
+    d = sys.argv[1]
+    meta_path = os.path.join(d, "meta.json")
+    if not os.path.exists(meta_path):
+        sys.exit(f"torch_reference: {meta_path} not found; run 01_single_gpu --dump-reference {d} first")
+    meta = json.load(open(meta_path))
+    cfg, B, T = meta["config"], meta["B"], meta["T"]
+    V = cfg["vocab"]
+    tensors = meta["tensors"]
+    tokens = load(os.path.join(d, "tokens.bin"), "<i4", (B, T))
+    targets = load(os.path.join(d, "targets.bin"), "<i4", (B * T,))
+    flat0 = load(os.path.join(d, "params0.bin"), "<f4")
+    model = Llama(cfg, tensors, flat0)
+    ok = True
+
+    def loss_fn():
+        logits = model(tokens)
+        loss = torch.nn.functional.cross_entropy(logits, targets, ignore_index=-1, reduction="sum")
+        return logits, loss / meta["global_tokens"]
+
+    # 1. logits, loss and every gradient at the initial weights
+    logits, loss = loss_fn()
+    loss.backward()
+    ok &= close("logits", load(os.path.join(d, "logits.bin"), "<f4"), logits.detach(), 1e-4, 1e-5)
+    ok &= close("loss", torch.tensor([meta["loss"]]), loss.detach().reshape(1), 1e-5, 0)
+    grads = load(os.path.join(d, "grads.bin"), "<f4")
+    for name, key in model.names:
+        t = next(t for t in tensors if t["name"] == name)
+        ours = grads[t["offset"]: t["offset"] + t["numel"]]
+        ok &= close("grad " + name, ours, model.p[key].grad.reshape(-1), 1e-3, 1e-6 * float(model.p[key].grad.abs().max()) + 1e-9)
+
+    # 2. five AdamW steps on the same batch (norm weights without weight decay), global grad-norm clipping
+    a = meta["adamw"]
+    decay = [model.p[k] for n, k in model.names if next(t for t in tensors if t["name"] == n)["decay"]]
+    no_decay = [model.p[k] for n, k in model.names if not next(t for t in tensors if t["name"] == n)["decay"]]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a["lr"], betas=(a["beta1"], a["beta2"]), eps=a["eps"])
+    model.zero_grad()
+    losses = []
+    for step in range(meta["steps"]):
+        model.zero_grad()
+        _, loss = loss_fn()
+        loss.backward()
+        losses.append(float(loss))
+        torch.nn.utils.clip_grad_norm_(model.parameters(), a["grad_clip"])
+        opt.step()
+    ok &= close("losses over the AdamW steps", torch.tensor(meta["step_losses"]), torch.tensor(losses), 1e-5, 0)
+    flat5 = load(os.path.join(d, "params5.bin"), "<f4")
+    for name, key in model.names:
+        t = next(t for t in tensors if t["name"] == name)
+        ours = flat5[t["offset"]: t["offset"] + t["numel"]]
+        ok &= close(f"weights after {meta['steps']} steps " + name, ours, model.p[key].detach().reshape(-1), 1e-4, 1e-6)
+    print("torch_reference: " + ("all agree" if ok else "MISMATCH"))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
