@@ -29,7 +29,7 @@ BIN := $(BUILD)/bin
 
 CXX      := g++
 OPT      := $(if $(filter 1,$(DEBUG)),-O0 -g,-O3 -march=native -g1)
-CPPFLAGS  = -MMD -MP -I/usr/include/x86_64-linux-gnu/openblas-pthread
+CPPFLAGS  = -MMD -MP -DPENTA_SOURCE_DIR=\"$(CURDIR)\" -I/usr/include/x86_64-linux-gnu/openblas-pthread
 CXXFLAGS := -std=c++17 $(OPT) -Wall -Wextra -Wno-unused-parameter -Wno-format-zero-length -pthread
 LDLIBS    = -lopenblas -lpthread
 ifeq ($(MPI),1)

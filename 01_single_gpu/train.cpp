@@ -90,7 +90,6 @@ void print_activation_table(const Model& model, const TrainConfig& cfg, int64_t 
 
 int train(int argc, char** argv) {
     TrainConfig cfg;
-    cfg.steps = 300;
     Flags flags("01_single_gpu", "Chapter 01: train a Llama on one device (playbook: First steps: training on one GPU).");
     cfg.register_flags(flags);
     if (!flags.parse(argc, argv)) return 0;

@@ -124,13 +124,15 @@ void attention_forward_naive(const Tensor& q, const Tensor& k, const Tensor& v, 
             for (int64_t i = 0; i < d.Tq; i++) {
                 float* p = P + i * ldp;
                 const int64_t n = d.visible(i);
-                // subtracting the row max keeps exp() from overflowing; it cancels in p / sum
+                // subtracting the row max keeps exp() from overflowing
                 float mx = kNegInf, sum = 0.0f;
                 for (int64_t c = 0; c < n; c++) mx = std::max(mx, p[c]);
-                for (int64_t c = 0; c < n; c++) sum += p[c] = std::exp(p[c] - mx);
-                for (int64_t c = 0; c < n; c++) p[c] /= sum;
-                for (int64_t c = n; c < d.Tk; c++) p[c] = 0.0f;
+                for (int64_t c = 0; c < n; c++) sum += std::exp(p[c] - mx);
                 L[i] = n > 0 ? mx + std::log(sum) : kNegInf;
+                // P = exp(s - lse): the same arithmetic the backward uses to rebuild P, so recomputing
+                // the probabilities (selective recomputation) gives bit-identical gradients
+                probs_from_lse(p, d.Tk, n, L[i]);
+                for (int64_t c = n; c < d.Tk; c++) p[c] = 0.0f;
             }
             // rows that saw no key are all-zero in P, hence out = 0 there
             gemm(false, false, d.Tq, d.hd, d.Tk, 1.0f, P, ldp, v.ptr<float>() + ko, d.ldk, 0.0f,

@@ -61,19 +61,16 @@ std::vector<int32_t> argmax_rows(const float* logits, int64_t rows, int64_t V) {
 
 AdditionProblem addition_problem(uint64_t seed, int64_t sample_id, int64_t k) {
     Philox4 r = philox4x32(seed, name_stream("data.addition") + (uint64_t)sample_id, (uint64_t)k);
-    // operand of d digits, uniform among d-digit numbers (no leading zero; 0 is a 1-digit number)
-    auto operand = [](uint32_t digits_draw, uint32_t value_draw) {
-        int d = 1 + (int)(digits_draw % 3);
-        int lo = d == 1 ? 0 : (d == 2 ? 10 : 100), hi = d == 1 ? 10 : (d == 2 ? 100 : 1000);
-        return lo + (int)(value_draw % (uint32_t)(hi - lo));
-    };
-    return AdditionProblem{operand(r.v[0], r.v[1]), operand(r.v[0] / 3, r.v[2])};
+    return AdditionProblem{(int)(r.v[0] % 100), (int)(r.v[1] % 100)};
 }
 
+// Fixed width: operands as 2 digits, the sum as 3 digits written backwards, e.g. 42+17 -> "42+17=950;".
+// Every problem is 10 characters with each digit at a fixed place, so the model has to learn the
+// arithmetic (digit i of the answer = digit i of a + digit i of b + carry), not where the digits are.
 std::string addition_text(const AdditionProblem& p) {
-    std::string sum = std::to_string(p.a + p.b);
+    std::string sum = strfmt("%03d", p.a + p.b);
     std::reverse(sum.begin(), sum.end());
-    return std::to_string(p.a) + "+" + std::to_string(p.b) + "=" + sum + ";";
+    return strfmt("%02d+%02d=", p.a, p.b) + sum + ";";
 }
 
 namespace {
@@ -83,7 +80,7 @@ class AdditionDataset : public Dataset {
     explicit AdditionDataset(uint64_t seed) : seed_(seed) {}
     int32_t vocab_size() const override { return kByteVocab; }
     std::string describe() const override {
-        return strfmt("addition (built-in: a+b=reversed sum, 1-3 digit operands, byte tokens, seed %llu)",
+        return strfmt("addition (built-in: \"aa+bb=SSS;\", the sum written backwards; byte tokens; seed %llu)",
                       (unsigned long long)seed_);
     }
     std::string render(const int32_t* tokens, int64_t T) const override { return render_bytes(tokens, T); }

@@ -63,8 +63,8 @@ constexpr ModelStateBytes model_state_bytes_bf16_mixed(int64_t N, bool fp32_grad
 //                                 attn_rstd, mlp_rstd, lse   2 + nh  (f32)
 //   none with the naive kernel adds the probabilities        nh T    (B, nh, T, T)
 //   full: only x_in                                          h
-constexpr int64_t llama_layer_activation_bytes(Recompute r, AttentionKernel k, int64_t B, int64_t T, int64_t h,
-                                               int64_t nh, int64_t nkv, int64_t hd, int64_t f,
+constexpr int64_t llama_layer_activation_bytes(Recompute r, AttentionKernel k, int64_t B, int64_t T,
+                                               int64_t h, int64_t nh, int64_t nkv, int64_t hd, int64_t f,
                                                int64_t bytes = 4) {
     const int64_t N = B * T;
     if (r == Recompute::full) return bytes * N * h;
@@ -83,8 +83,8 @@ constexpr int64_t llama_head_activation_bytes(int64_t B, int64_t T, int64_t h, i
 }
 
 // The whole model on one device (tp = 1): L layers + head.
-inline int64_t llama_activation_bytes(const LlamaConfig& c, Recompute r, AttentionKernel k, int64_t B, int64_t T,
-                                      int64_t bytes = 4) {
+inline int64_t llama_activation_bytes(const LlamaConfig& c, Recompute r, AttentionKernel k, int64_t B,
+                                      int64_t T, int64_t bytes = 4) {
     return c.n_layers * llama_layer_activation_bytes(r, k, B, T, c.hidden, c.n_heads, c.n_kv_heads,
                                                      c.head_dim(), c.ffn, bytes) +
            llama_head_activation_bytes(B, T, c.hidden, c.vocab, bytes);
@@ -103,7 +103,8 @@ inline int64_t llama_activation_bytes(const LlamaConfig& c, Recompute r, Attenti
 //   - SwiGLU keeps three f-wide tensors (gate, up, act) where GPT keeps the 4h GELU input and output;
 //   - the attention keeps one f32 lse per head and token (flash / recomputation needs it);
 //   - only the probabilities P are kept, not the scores before softmax (the backward needs P only).
-constexpr int64_t playbook_activation_bytes_per_layer(Recompute r, int64_t s, int64_t b, int64_t h, int64_t a) {
+constexpr int64_t playbook_activation_bytes_per_layer(Recompute r, int64_t s, int64_t b, int64_t h,
+                                                      int64_t a) {
     switch (r) {
         case Recompute::none: return 34 * s * b * h + 5 * a * s * s * b;
         case Recompute::selective: return 34 * s * b * h;

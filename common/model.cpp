@@ -18,12 +18,17 @@ namespace {
 Tensor make(const Shape& shape, Device dev, Tag tag) { return Tensor::empty(shape, DType::f32, dev, tag); }
 
 // (N, n hd) -> (B, T, n, hd): the head layout attention and RoPE work on
-Tensor heads(const Tensor& x, int64_t B, int64_t hd) { return x.view({B, x.size(0) / B, x.size(1) / hd, hd}); }
+Tensor heads(const Tensor& x, int64_t B, int64_t hd) {
+    return x.view({B, x.size(0) / B, x.size(1) / hd, hd});
+}
 
 }  // namespace
 
 Model::Model(const LlamaConfig& cfg, Device device, uint64_t seed, const ModelOptions& opt)
-    : cfg_(cfg), opt_(opt), device_(device), layout_(ParamLayout::build(cfg, opt.tp, opt.tp_rank, opt.slice)) {
+    : cfg_(cfg),
+      opt_(opt),
+      device_(device),
+      layout_(ParamLayout::build(cfg, opt.tp, opt.tp_rank, opt.slice)) {
     params_ = Tensor::empty({layout_.numel}, DType::f32, device_, Tag::params);
     grads_ = Tensor::zeros({layout_.numel}, DType::f32, device_, Tag::grads);
     init_params(layout_, seed, params_);
@@ -84,7 +89,7 @@ Tensor Model::block_forward(const LayerWeights& w, const Tensor& x_in, LayerActs
     linear_forward(a.xn1, w.wq, a.q);  // column-parallel: this rank's heads
     linear_forward(a.xn1, w.wk, a.k);
     linear_forward(a.xn1, w.wv, a.v);
-    Tensor pos = attn_->positions(T, device_);  // (T)
+    Tensor pos = attn_->positions(T, device_);  // (T) global positions for RoPE
     Tensor q4 = heads(a.q, B, hd), k4 = heads(a.k, B, hd), v4 = heads(a.v, B, hd);  // (B, T, n, hd)
     rope_forward(q4, pos, theta, q4);
     rope_forward(k4, pos, theta, k4);
@@ -223,19 +228,21 @@ Tensor Model::head_backward(HeadActs& acts) {
 
 // ---- the micro-batch ----------------------------------------------------------------------------------
 
-MicroBatchActs Model::run_forward(Pass pass, const Tensor& tokens, const Tensor& targets, int64_t B, int64_t T,
-                                  double global_tokens, const Tensor& hidden_in, Tensor* logits) {
+MicroBatchActs Model::run_forward(Pass pass, const Tensor& tokens, const Tensor& targets, int64_t B,
+                                  int64_t T, double global_tokens, const Tensor& hidden_in, Tensor* logits) {
     const PipelineSlice& s = layout_.slice;
     const int64_t N = B * T;
     CHECK(B > 0 && T > 0, "micro-batch B %lld x T %lld must be positive", (long long)B, (long long)T);
     CHECK(T <= cfg_.max_seq, "sequence length %lld exceeds max_seq %lld of model %s", (long long)T,
           (long long)cfg_.max_seq, cfg_.name.c_str());
     if (s.has_embedding)
-        CHECK(tokens.defined() && tokens.dtype == DType::i32 && tokens.numel() == N && tokens.device() == device_,
+        CHECK(tokens.defined() && tokens.dtype == DType::i32 && tokens.numel() == N &&
+                  tokens.device() == device_,
               "tokens must be %lld i32 ids on the model's device", (long long)N);
     else
         CHECK(hidden_in.defined() && hidden_in.numel() == N * cfg_.hidden,
-              "a stage without the embedding needs hidden_in of (%lld, %lld)", (long long)N, (long long)cfg_.hidden);
+              "a stage without the embedding needs hidden_in of (%lld, %lld)", (long long)N,
+              (long long)cfg_.hidden);
     if (s.has_head && pass != Pass::logits) {
         CHECK(targets.defined() && targets.dtype == DType::i32 && targets.numel() == N &&
                   targets.device() == device_,
@@ -247,8 +254,8 @@ MicroBatchActs Model::run_forward(Pass pass, const Tensor& tokens, const Tensor&
     const Tag keep = train ? Tag::activations : Tag::workspace;
     // full recomputation keeps only block inputs: the rest of the block is transient
     const Tag saved = train && opt_.recompute != Recompute::full ? Tag::activations : Tag::workspace;
-    const bool keep_probs = saved == Tag::activations && opt_.recompute == Recompute::none &&
-                            attn_->materialises_probs();
+    const bool keep_probs =
+        saved == Tag::activations && opt_.recompute == Recompute::none && attn_->materialises_probs();
     MicroBatchActs mb;
     mb.B = B, mb.T = T;
     mb.tokens = s.has_embedding ? tokens.view({N}) : Tensor();
@@ -269,8 +276,8 @@ MicroBatchActs Model::run_forward(Pass pass, const Tensor& tokens, const Tensor&
         x = x_out;
     }
     if (s.has_head)
-        mb.loss = head_forward(pass, mb.head, x, targets.defined() ? targets.view({N}) : targets, global_tokens,
-                               logits);
+        mb.loss = head_forward(pass, mb.head, x, targets.defined() ? targets.view({N}) : targets,
+                               global_tokens, logits);
     else
         mb.output = x;
     return mb;

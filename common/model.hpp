@@ -57,11 +57,11 @@ struct HeadActs {
 
 struct MicroBatchActs {
     int64_t B = 0, T = 0;
-    Tensor tokens;                  // (B T) i32, read by the embedding backward
+    Tensor tokens;  // (B T) i32, the caller's: read by the embedding backward, keep them until then
     std::vector<LayerActs> layers;  // this stage's layers, in order
     HeadActs head;
-    Tensor output;                  // (N, h) stage output when the stage has no head (pipeline)
-    double loss = 0;                // sum of this micro-batch's token losses / global token count
+    Tensor output;    // (N, h) stage output when the stage has no head (pipeline)
+    double loss = 0;  // sum of this micro-batch's token losses / global token count
 };
 
 class Model {
@@ -94,7 +94,8 @@ class Model {
     double forward_backward(const Tensor& tokens, const Tensor& targets, int64_t B, int64_t T,
                             double global_tokens);  // returns this micro-batch's loss sum / global_tokens
     // evaluation: nothing saved, no gradients
-    double forward_loss(const Tensor& tokens, const Tensor& targets, int64_t B, int64_t T, double global_tokens);
+    double forward_loss(const Tensor& tokens, const Tensor& targets, int64_t B, int64_t T,
+                        double global_tokens);
     Tensor forward_logits(const Tensor& tokens, int64_t B, int64_t T);  // (B T, V)
 
     // Swap in a chapter's implementation of a seam (spine.hpp); nullptr restores the single-device
@@ -116,8 +117,8 @@ class Model {
                          Tag out_tag, bool keep_probs);
     Tensor block_backward(const LayerWeights& w, LayerWeights& g, const LayerActs& a, int64_t B,
                           const Tensor& dx_out);
-    double head_forward(Pass pass, HeadActs& acts, const Tensor& x, const Tensor& targets, double global_tokens,
-                        Tensor* logits);
+    double head_forward(Pass pass, HeadActs& acts, const Tensor& x, const Tensor& targets,
+                        double global_tokens, Tensor* logits);
     Tensor head_backward(HeadActs& acts);
     Tensor tensor_view(const Tensor& unit_flat, int tensor) const;  // one tensor of a unit's flat view
     LayerWeights layer_view(const Tensor& unit_flat, int unit) const;

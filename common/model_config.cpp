@@ -1,8 +1,8 @@
 // model_config.cpp — Llama presets, validation and the Hugging Face config.json reader (model_config.hpp).
 //
 // The preset values are those of the models' config.json on the Hugging Face hub (HuggingFaceTB/SmolLM-135M,
-// HuggingFaceTB/SmolLM-360M, meta-llama/Llama-3.2-1B, meta-llama/Meta-Llama-3-8B, meta-llama/Meta-Llama-3-70B).
-// Llama-3.2-1B's "llama3" rope_scaling is not modelled (see load_hf_config).
+// HuggingFaceTB/SmolLM-360M, meta-llama/Llama-3.2-1B, meta-llama/Meta-Llama-3-8B,
+// meta-llama/Meta-Llama-3-70B). Llama-3.2-1B's "llama3" rope_scaling is not modelled (see load_hf_config).
 // Test: `build/bin/tests -ts='ch01 np1' -tc='*config*'`.
 #include "model_config.hpp"
 
@@ -51,7 +51,7 @@ LlamaConfig make(const char* name, int64_t V, int64_t h, int64_t L, int64_t nh, 
 
 const std::vector<LlamaConfig>& presets() {
     static const std::vector<LlamaConfig> all = {
-        //    name           vocab   hidden L   nh  nkv  ffn    max_seq theta    eps   tied
+        // name, vocab, hidden, layers, heads, kv heads, ffn, max_seq, rope theta, norm eps, tied
         make("tiny", 64, 32, 2, 4, 2, 64, 32, 10000.0, 1e-5, false),
         // a few million parameters over the byte tokenizer's 256 symbols: trains on a laptop CPU in minutes
         make("small", 256, 256, 4, 8, 4, 704, 256, 10000.0, 1e-5, true),
@@ -129,8 +129,8 @@ LlamaConfig load_hf_config(const std::string& path) {
         FAIL("%s: key \"head_dim\" %lld must equal hidden_size / num_attention_heads = %lld", path.c_str(),
              (long long)integer("head_dim"), (long long)(c.hidden / c.n_heads));
     if (has("rope_scaling") && world_rank() == 0)
-        std::fprintf(stderr, "note: %s: rope_scaling %s is ignored (plain RoPE with theta %g)\n", path.c_str(),
-                     j["rope_scaling"].dump().c_str(), c.rope_theta);
+        std::fprintf(stderr, "note: %s: rope_scaling %s is ignored (plain RoPE with theta %g)\n",
+                     path.c_str(), j["rope_scaling"].dump().c_str(), c.rope_theta);
     try {
         c.validate();
     } catch (const Error& e) {
@@ -148,7 +148,9 @@ const char* recompute_name(Recompute r) {
     return "?";
 }
 
-const char* attention_kernel_name(AttentionKernel k) { return k == AttentionKernel::naive ? "naive" : "flash"; }
+const char* attention_kernel_name(AttentionKernel k) {
+    return k == AttentionKernel::naive ? "naive" : "flash";
+}
 
 Recompute parse_recompute(const std::string& s) {
     for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})

@@ -61,10 +61,11 @@ ParamLayout ParamLayout::build(const LlamaConfig& cfg, int tp, int tp_rank, Pipe
     CHECK(cfg.ffn % tp == 0, "tp %d must divide ffn %lld", tp, (long long)cfg.ffn);
     if (slice.layer_end < 0) slice.layer_end = cfg.n_layers;
     CHECK(0 <= slice.layer_begin && slice.layer_begin <= slice.layer_end && slice.layer_end <= cfg.n_layers,
-          "pipeline slice layers [%lld, %lld) must lie within [0, n_layers %lld]", (long long)slice.layer_begin,
-          (long long)slice.layer_end, (long long)cfg.n_layers);
+          "pipeline slice layers [%lld, %lld) must lie within [0, n_layers %lld]",
+          (long long)slice.layer_begin, (long long)slice.layer_end, (long long)cfg.n_layers);
     CHECK(!(cfg.tied_embeddings && slice.has_head && !slice.has_embedding),
-          "model %s has tied embeddings: the stage with the head must also hold the embedding", cfg.name.c_str());
+          "model %s has tied embeddings: the stage with the head must also hold the embedding",
+          cfg.name.c_str());
 
     ParamLayout L;
     L.tp = tp, L.tp_rank = tp_rank, L.slice = slice;
@@ -117,8 +118,9 @@ const ParamTensor& ParamLayout::find(const std::string& name) const {
 void init_params(const ParamLayout& layout, uint64_t seed, Tensor& flat) {
     CHECK(flat.numel() == layout.numel, "init_params: flat buffer has %lld elements, layout %lld",
           (long long)flat.numel(), (long long)layout.numel);
-    Tensor host = flat.device() == Device::cpu ? flat : Tensor::empty({layout.numel}, DType::f32, Device::cpu,
-                                                                      Tag::workspace);
+    Tensor host = flat.device() == Device::cpu
+                      ? flat
+                      : Tensor::empty({layout.numel}, DType::f32, Device::cpu, Tag::workspace);
     for (const auto& t : layout.tensors) {
         Tensor x = host.flat(t.offset, t.numel()).view(t.shape);
         if (t.init_std == 0) {

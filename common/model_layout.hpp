@@ -32,22 +32,22 @@ struct PipelineSlice {
 enum class Split : uint8_t { replicated, rows, cols };
 
 struct ParamTensor {
-    std::string name;   // Hugging Face name, e.g. "model.layers.3.self_attn.q_proj.weight"
-    int unit = 0;       // 0 embedding, 1 + i layer i, L + 1 head
-    int64_t offset = 0; // first element in the flat buffer
-    Shape shape;        // this rank's shard
-    Shape full_shape;   // the whole tensor (vocab not padded)
+    std::string name;    // Hugging Face name, e.g. "model.layers.3.self_attn.q_proj.weight"
+    int unit = 0;        // 0 embedding, 1 + i layer i, L + 1 head
+    int64_t offset = 0;  // first element in the flat buffer
+    Shape shape;         // this rank's shard
+    Shape full_shape;    // the whole tensor (vocab not padded)
     Split split = Split::replicated;
     int64_t row0 = 0, col0 = 0;  // where the shard sits in the full tensor
-    bool decay = true;  // AdamW weight decay (matrices yes, norm weights no)
-    float init_std = 0; // 0: a norm weight, initialised to 1
+    bool decay = true;           // AdamW weight decay (matrices yes, norm weights no)
+    float init_std = 0;          // 0: a norm weight, initialised to 1
     int64_t numel() const { return shape.size() == 1 ? shape[0] : shape[0] * shape[1]; }
 };
 
 struct ParamUnit {
-    std::string name;            // "embedding", "layer 3", "head"
+    std::string name;  // "embedding", "layer 3", "head"
     int64_t offset = 0, numel = 0;
-    std::vector<int> tensors;    // indices into ParamLayout::tensors
+    std::vector<int> tensors;  // indices into ParamLayout::tensors
     bool present() const { return !tensors.empty(); }
 };
 
@@ -56,9 +56,9 @@ struct ParamLayout {
     std::vector<ParamUnit> units;  // L + 2 of them, indexed by unit id
     int64_t numel = 0;             // length of the flat buffer
     int tp = 1, tp_rank = 0;
-    PipelineSlice slice;           // layer_end resolved
-    int64_t vocab_rows = 0;        // embedding / lm_head rows held here (padded vocab / tp)
-    int64_t vocab_start = 0;       // first vocab id held here
+    PipelineSlice slice;      // layer_end resolved
+    int64_t vocab_rows = 0;   // embedding / lm_head rows held here (padded vocab / tp)
+    int64_t vocab_start = 0;  // first vocab id held here
 
     // Throws naming the rule when tp does not divide heads, kv heads or ffn, or the slice is out of range.
     static ParamLayout build(const LlamaConfig& cfg, int tp = 1, int tp_rank = 0, PipelineSlice slice = {});

@@ -34,8 +34,8 @@ void LocalAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v, 
 }
 
 void LocalAttention::backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
-                              const Tensor& out, const Tensor& lse, const Tensor* probs, Tensor& dq, Tensor& dk,
-                              Tensor& dv) {
+                              const Tensor& out, const Tensor& lse, const Tensor* probs, Tensor& dq,
+                              Tensor& dk, Tensor& dv) {
     if (kernel_ == AttentionKernel::naive)
         attention_backward_naive(dout, q, k, v, out, lse, probs, dq, dk, dv);
     else

@@ -129,7 +129,8 @@ struct DenseSwiGLU : MlpCore {
                   const Tensor& dy, Tensor& dx) override;
 };
 
-// Parameters resident in the flat buffer: acquire is a view, release nothing.
+// Parameters resident in the flat buffer: acquire is a view, release nothing. Holds a reference to the
+// owner's buffer, so a buffer the owner replaces (a loaded checkpoint) is what acquire sees.
 class ResidentParams : public ParamProvider {
    public:
     ResidentParams(const ParamLayout& layout, const Tensor& params) : layout_(layout), params_(params) {}
@@ -138,7 +139,7 @@ class ResidentParams : public ParamProvider {
 
    private:
     const ParamLayout& layout_;
-    Tensor params_;
+    const Tensor& params_;
 };
 
 // Gradients accumulate in the resident flat buffer and nobody needs to hear when they are ready.
@@ -150,7 +151,7 @@ class ResidentGrads : public GradientSink {
 
    private:
     const ParamLayout& layout_;
-    Tensor grads_;
+    const Tensor& grads_;
 };
 
 struct LocalCrossEntropy : LossCore {

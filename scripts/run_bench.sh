@@ -1,10 +1,38 @@
 #!/usr/bin/env bash
 # run_bench.sh — `make bench`: benchmarks that print figures (never assertions).
-# Runs with one BLAS thread per process, as training ranks do. OPENBLAS_CORETYPE is left as the machine
-# sets it, and printed, since it decides which sgemm kernel OpenBLAS runs.
+#   1. ops: our GEMM vs raw OpenBLAS sgemm; naive vs tiled attention            (build/bin/bench_ops)
+#   2. chapter 01 training throughput of `small` on one CPU process, beside PyTorch training the same model
+#      (same weights, batch shape and thread count) when PyTorch is importable
+# Every process uses one BLAS thread, as one training rank per core does. OPENBLAS_CORETYPE is left as the
+# machine sets it, and printed, since it decides which sgemm kernel OpenBLAS runs.
 set -euo pipefail
 bin=${BIN:-build/bin}
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-echo "OpenBLAS kernel: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset: auto-detected>}, one thread"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+echo "OpenBLAS kernel: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset: auto-detected>}, one thread per process"
 "$bin/bench_ops"
-if [ -x "$bin/bench_train" ]; then "$bin/bench_train"; fi
+
+echo
+echo "chapter 01 training throughput, model small, micro-batch 8 x 64 tokens, one process, one thread"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+steps=35
+"$bin/01_single_gpu" --model small --steps $steps --log-every 1000 --eval-every 0 --log-jsonl "$tmp/ours.jsonl" >"$tmp/ours.log"
+py=""
+for p in /usr/bin/python3 python3; do
+    if command -v "$p" >/dev/null && "$p" -c "import torch" 2>/dev/null; then py=$p; break; fi
+done
+summ=${py:-python3}
+"$summ" - "$tmp/ours.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])][5:]   # skip 5 warm-up steps
+tok = sum(r["tokens"] for r in rows); sec = sum(r["seconds"] for r in rows)
+mfu = sum(r["mfu"] or 0 for r in rows) / len(rows)
+print(f"pentatron: {len(rows)} steps in {sec:.2f} s = {tok / sec:.0f} tok/s, CPU MFU {100 * mfu:.1f}% "
+      f"(of the measured sgemm peak)")
+PY
+if [ -n "$py" ]; then
+    "$bin/01_single_gpu" --model small --dump-reference "$tmp/ref" >/dev/null
+    "$py" tools/torch_train_bench.py "$tmp/ref" --steps 30 --threads 1
+else
+    echo "pytorch: not importable here (apt-get install python3-torch), comparison skipped"
+fi

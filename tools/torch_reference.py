@@ -22,13 +22,12 @@ import sys
 
 import torch
 
-torch.set_default_dtype(torch.float64)
-
 
 def load(path, dtype, shape=None):
+    # f32 files come back in torch's default float dtype (float64 for the check), i32 files as int64
     import numpy as np
     a = np.fromfile(path, dtype=dtype)
-    t = torch.from_numpy(a.astype("float64") if dtype == "<f4" else a.astype("int64"))
+    t = torch.from_numpy(a.astype("int64")) if dtype == "<i4" else torch.from_numpy(a).to(torch.get_default_dtype())
     return t if shape is None else t.reshape(shape)
 
 
@@ -41,7 +40,7 @@ def rope(x, pos, theta):
     hd = x.shape[-1]
     inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
     freqs = pos.to(torch.float32)[:, None] * inv_freq[None, :]          # (T, hd/2)
-    emb = torch.cat([freqs, freqs], dim=-1).to(torch.float64)           # (T, hd)
+    emb = torch.cat([freqs, freqs], dim=-1).to(x.dtype)                 # (T, hd)
     cos, sin = emb.cos()[None, :, None, :], emb.sin()[None, :, None, :]
     x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin
@@ -107,6 +106,7 @@ def close(name, ours, ref, rtol, atol):
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: torch_reference.py DUMP_DIR (written by 01_single_gpu --dump-reference DUMP_DIR)")
+    torch.set_default_dtype(torch.float64)
     d = sys.argv[1]
     meta_path = os.path.join(d, "meta.json")
     if not os.path.exists(meta_path):
@@ -155,10 +155,15 @@ def main():
         opt.step()
     ok &= close("losses over the AdamW steps", torch.tensor(meta["step_losses"]), torch.tensor(losses), 1e-5, 0)
     flat5 = load(os.path.join(d, "params5.bin"), "<f4")
+    # Adam divides each gradient by its own running RMS, so an element whose gradient is tiny moves by ~lr
+    # whatever its size, and the last bits of f32 vs f64 arithmetic can tilt such a step. Weights must
+    # agree to 5% of one step (lr) in absolute terms; real errors (a wrong moment, decay or clip) are
+    # whole steps off.
     for name, key in model.names:
         t = next(t for t in tensors if t["name"] == name)
         ours = flat5[t["offset"]: t["offset"] + t["numel"]]
-        ok &= close(f"weights after {meta['steps']} steps " + name, ours, model.p[key].detach().reshape(-1), 1e-4, 1e-6)
+        ok &= close(f"weights after {meta['steps']} steps " + name, ours, model.p[key].detach().reshape(-1),
+                    1e-4, 0.05 * a["lr"])
     print("torch_reference: " + ("all agree" if ok else "MISMATCH"))
     sys.exit(0 if ok else 1)
 

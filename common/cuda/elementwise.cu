@@ -157,10 +157,11 @@ void convert(Tensor& dst, const Tensor& src) {
 
 void init_normal(Tensor& x, uint64_t seed, uint64_t stream, float std, int64_t row0, int64_t col0,
                  int64_t full_cols) {
-    const int64_t n = x.numel(), cols = x.dim() ? x.size(-1) : 1;
+    const int64_t n = x.numel(), cols = x.dim() ? x.size(-1) : 1, ld = full_cols < 0 ? cols : full_cols;
+    CHECK(col0 + cols <= ld, "init_normal: columns [%ld, %ld) exceed full_cols %ld", (long)col0, (long)(col0 + cols),
+          (long)ld);
     if (n == 0) return;
-    init_normal_kernel<<<grid_for(n), kThreads>>>(x.ptr<float>(), n, cols, seed, stream, std, row0, col0,
-                                                  full_cols < 0 ? cols : full_cols);
+    init_normal_kernel<<<grid_for(n), kThreads>>>(x.ptr<float>(), n, cols, seed, stream, std, row0, col0, ld);
     KERNEL_CHECK();
 }
 

@@ -39,10 +39,10 @@ __global__ void embedding_backward_kernel(const int32_t* tokens, const float* do
 // ---- RMSNorm ------------------------------------------------------------------------------------------
 __global__ void rmsnorm_forward_kernel(const float* x, const float* w, float* y, float* rstd, int64_t h, float eps) {
     const float* xr = x + blockIdx.x * h;
-    float ss = 0;
-    for (int64_t c = threadIdx.x; c < h; c += blockDim.x) ss += xr[c] * xr[c];
-    ss = block_reduce(ss, SumOp{}, 0.0f);
-    const float r = 1.0f / sqrtf(ss / (float)h + eps);
+    double ss = 0;  // double, as the CPU reference: h reaches thousands of terms
+    for (int64_t c = threadIdx.x; c < h; c += blockDim.x) ss += (double)xr[c] * xr[c];
+    ss = block_reduce(ss, SumOp{}, 0.0);
+    const float r = (float)(1.0 / sqrt(ss / (double)h + eps));
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
     for (int64_t c = threadIdx.x; c < h; c += blockDim.x) y[blockIdx.x * h + c] = xr[c] * r * w[c];
 }
@@ -52,10 +52,10 @@ __global__ void rmsnorm_backward_dx_kernel(const float* dy, const float* x, cons
                                            float* dx, int64_t h) {
     const int64_t off = blockIdx.x * h;
     const float r = rstd[blockIdx.x];
-    float dot = 0;
-    for (int64_t c = threadIdx.x; c < h; c += blockDim.x) dot += w[c] * dy[off + c] * x[off + c];
-    dot = block_reduce(dot, SumOp{}, 0.0f);
-    const float k = r * r * dot / (float)h;
+    double dot = 0;
+    for (int64_t c = threadIdx.x; c < h; c += blockDim.x) dot += (double)dy[off + c] * w[c] * x[off + c];
+    dot = block_reduce(dot, SumOp{}, 0.0);
+    const float k = (float)(dot * r * r / (double)h);
     for (int64_t c = threadIdx.x; c < h; c += blockDim.x) dx[off + c] = r * (w[c] * dy[off + c] - x[off + c] * k);
 }
 
@@ -115,24 +115,24 @@ void rope(const Tensor& x, const Tensor& pos, float theta, Tensor& out, float si
 void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& out, int64_t vocab_start) {
     const int64_t N = out.size(0), h = out.size(1);
     if (N == 0) return;
-    embedding_forward_kernel<<<N, kThreads>>>(tokens.ptr<int32_t>(), table.ptr<float>(), out.ptr<float>(),
-                                             table.size(0), h, vocab_start);
+    embedding_forward_kernel<<<(unsigned)N, kThreads>>>(tokens.ptr<int32_t>(), table.ptr<float>(),
+                                                        out.ptr<float>(), table.size(0), h, vocab_start);
     KERNEL_CHECK();
 }
 
 void embedding_backward(const Tensor& tokens, const Tensor& dout, Tensor& dtable, int64_t vocab_start) {
     const int64_t N = dout.size(0), h = dout.size(1);
     if (N == 0) return;
-    embedding_backward_kernel<<<N, kThreads>>>(tokens.ptr<int32_t>(), dout.ptr<float>(), dtable.ptr<float>(),
-                                              dtable.size(0), h, vocab_start);
+    embedding_backward_kernel<<<(unsigned)N, kThreads>>>(tokens.ptr<int32_t>(), dout.ptr<float>(),
+                                                         dtable.ptr<float>(), dtable.size(0), h, vocab_start);
     KERNEL_CHECK();
 }
 
 void rmsnorm_forward(const Tensor& x, const Tensor& w, Tensor& y, Tensor& rstd, float eps) {
     const int64_t N = x.size(0), h = x.size(1);
     if (N == 0) return;
-    rmsnorm_forward_kernel<<<N, kThreads>>>(x.ptr<float>(), w.ptr<float>(), y.ptr<float>(), rstd.ptr<float>(), h,
-                                           eps);
+    rmsnorm_forward_kernel<<<(unsigned)N, kThreads>>>(x.ptr<float>(), w.ptr<float>(), y.ptr<float>(),
+                                                      rstd.ptr<float>(), h, eps);
     KERNEL_CHECK();
 }
 
@@ -140,8 +140,8 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const 
                       Tensor& dw) {
     const int64_t N = x.size(0), h = x.size(1);
     if (N == 0 || h == 0) return;
-    rmsnorm_backward_dx_kernel<<<N, kThreads>>>(dy.ptr<float>(), x.ptr<float>(), w.ptr<float>(), rstd.ptr<float>(),
-                                               dx.ptr<float>(), h);
+    rmsnorm_backward_dx_kernel<<<(unsigned)N, kThreads>>>(dy.ptr<float>(), x.ptr<float>(), w.ptr<float>(),
+                                                          rstd.ptr<float>(), dx.ptr<float>(), h);
     KERNEL_CHECK();
     const int groups = (int)std::min<int64_t>(N, kRowGroups);
     Tensor partial = workspace(groups * h * sizeof(float));  // (groups, h)

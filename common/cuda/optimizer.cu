@@ -17,17 +17,17 @@ namespace {
 
 constexpr int kMaxPartials = 1024;
 
+// PyTorch's AdamW term for term (as the CPU reference): decoupled decay, then the bias-corrected step
+// p -= (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 __global__ void adamw_kernel(float* p, const float* grad, float* m, float* v, int64_t n, AdamWConfig cfg,
-                             float bias1, float bias2, float grad_scale) {
+                             float decay, float step_size, float bias2_sqrt, float grad_scale) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const float g = grad[i] * grad_scale;
-        float pi = p[i];
-        pi -= cfg.lr * cfg.weight_decay * pi;  // decoupled weight decay, applied before the Adam step
         const float mi = cfg.beta1 * m[i] + (1.0f - cfg.beta1) * g;
         const float vi = cfg.beta2 * v[i] + (1.0f - cfg.beta2) * g * g;
         m[i] = mi;
         v[i] = vi;
-        p[i] = pi - cfg.lr * (mi / bias1) / (sqrtf(vi / bias2) + cfg.eps);
+        p[i] = p[i] * decay - step_size * mi / (sqrtf(vi) / bias2_sqrt + cfg.eps);
     }
 }
 
@@ -75,10 +75,11 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
     const int64_t n = param.numel();
     if (n == 0) return;
     // bias corrections 1 - beta^step, computed once in double on the host
-    const float bias1 = (float)(1.0 - std::pow((double)cfg.beta1, step));
-    const float bias2 = (float)(1.0 - std::pow((double)cfg.beta2, step));
+    const float decay = 1.0f - cfg.lr * cfg.weight_decay;
+    const float step_size = (float)(cfg.lr / (1.0 - std::pow((double)cfg.beta1, step)));
+    const float bias2_sqrt = (float)std::sqrt(1.0 - std::pow((double)cfg.beta2, step));
     adamw_kernel<<<grid_for(n), kThreads>>>(param.ptr<float>(), grad.ptr<float>(), m.ptr<float>(), v.ptr<float>(),
-                                            n, cfg, bias1, bias2, grad_scale);
+                                            n, cfg, decay, step_size, bias2_sqrt, grad_scale);
     KERNEL_CHECK();
 }
 
