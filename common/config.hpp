@@ -43,10 +43,10 @@ struct TrainConfig {
     int64_t micro_batch = 16;      // sequences per micro-batch per rank (b)
     int64_t grad_accum = 1;        // micro-batches per optimizer step
     int64_t steps = 800;
-    int64_t warmup = 20;
-    float lr = 1e-3f, min_lr = 1e-4f, weight_decay = 0.1f, beta1 = 0.9f, beta2 = 0.95f, grad_clip = 1.0f;
+    int64_t warmup = 50;
+    float lr = 2e-3f, min_lr = 1e-3f, weight_decay = 0.1f, beta1 = 0.9f, beta2 = 0.95f, grad_clip = 1.0f;
     int64_t seed = 1337;
-    int64_t log_every = 10;
+    int64_t log_every = 50;
     int64_t eval_every = 100;      // task accuracy on held-out samples (0: never)
     std::string log_jsonl;         // one JSON object per step
     std::string dump_reference;    // write weights/batch/grads for tools/torch_reference.py, then exit

@@ -405,46 +405,4 @@ TEST_CASE("ops: init_normal shards are slices of the full tensor") {
     CHECK(std::fabs(sd - 1.0) < 0.02);
 }
 
-TEST_CASE("tensor: slice, flat and view share storage") {
-    Tensor t = Tensor::zeros({4, 3}, DType::f32, Device::cpu, Tag::workspace);
-    Tensor rows = t.slice(1, 2);  // rows 1, 2
-    CHECK(rows.shape == Shape{2, 3});
-    fill(rows, 2.0f);
-    Tensor f = t.flat(9, 3);  // row 3
-    fill(f, 5.0f);
-    Tensor v = t.view({3, -1});
-    CHECK(v.shape == Shape{3, 4});
-    v.ptr<float>()[0] = 1.0f;
-    check_close(t.to_host(), {1, 0, 0, 2, 2, 2, 2, 2, 2, 5, 5, 5}, 0, 0, "views write through");
-    CHECK(rows.data() == (char*)t.data() + 3 * sizeof(float));
-    Tensor keep = t.slice(3, 1);
-    t = Tensor();  // the buffer lives while a view does
-    check_close(keep.to_host(), {5, 5, 5}, 0, 0, "view outlives its parent");
-}
-
-TEST_CASE("tensor: tagged allocator counts current and peak bytes per tag") {
-    const MemStats& s = mem_stats(Device::cpu);
-    const int p = (int)Tag::params, g = (int)Tag::grads;
-    mem_reset_peak(Device::cpu);
-    const int64_t cur0 = s.current[p], grads0 = s.current[g], total0 = s.total_current;
-    CHECK(s.peak[p] == cur0);
-    {
-        Tensor a = Tensor::empty({100}, DType::f32, Device::cpu, Tag::params);
-        Tensor b = Tensor::empty({30}, DType::bf16, Device::cpu, Tag::params);
-        Tensor view = a.slice(10, 20);  // a view allocates nothing
-        CHECK(s.current[p] == cur0 + 400 + 60);
-        CHECK(s.current[g] == grads0);
-        CHECK(s.total_current == total0 + 460);
-        b = Tensor();
-        CHECK(s.current[p] == cur0 + 400);
-        CHECK(s.peak[p] == cur0 + 460);
-    }
-    CHECK(s.current[p] == cur0);
-    CHECK(s.peak[p] == cur0 + 460);
-    CHECK(s.total_peak >= total0 + 460);
-    mem_reset_peak(Device::cpu);
-    CHECK(s.peak[p] == cur0);
-    CHECK(s.total_peak == s.total_current);
-}
-
 }  // TEST_SUITE
