@@ -12,11 +12,11 @@ echo "OpenBLAS kernel: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset: auto-detec
 "$bin/bench_ops"
 
 echo
-echo "chapter 01 training throughput, model small, micro-batch 8 x 64 tokens, one process, one thread"
+echo "chapter 01 training throughput, model small, micro-batch 16 x 32 tokens, one process, one thread"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 steps=35
-"$bin/01_single_gpu" --model small --steps $steps --log-every 1000 --eval-every 0 --log-jsonl "$tmp/ours.jsonl" >"$tmp/ours.log"
+"$bin/01_single_gpu" --model small --steps $steps --warmup 5 --log-every 1000 --eval-every 0 --log-jsonl "$tmp/ours.jsonl" >"$tmp/ours.log"
 py=""
 for p in /usr/bin/python3 python3; do
     if command -v "$p" >/dev/null && "$p" -c "import torch" 2>/dev/null; then py=$p; break; fi
