@@ -1,7 +1,7 @@
 # pentatron — build, test, run, bench.
 #
 #   make              build the library, every chapter program and the tests (CPU; + CUDA when nvcc exists)
-#   make test         install missing packages, build, run all tests on 1, 2, 4, 8 ranks   (CH=01: one chapter)
+#   make test         install missing packages, build, run all tests (suites "chNN npK" on K ranks; CH=01: one chapter)
 #   make run          the main job on its embedded default
 #   make bench        benchmarks that print figures (GEMM, attention, training throughput)
 #   make clean
