@@ -3,7 +3,6 @@
 
 #include <sys/stat.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -35,8 +34,7 @@ void dump_reference(Model& model, const Dataset& data, const TrainConfig& cfg, c
     const int64_t B = cfg.micro_batch, T = cfg.seq, steps = 5;
     Batch batch = load_batch(data, 0, B, T);
     DeviceBatch db = to_device(batch, 0, B, model.device());
-    double tokens = (double)std::count_if(batch.targets.begin(), batch.targets.end(),
-                                          [](int32_t t) { return t != kIgnoreTarget; });
+    double tokens = (double)count_targets(batch);
 
     write_bin(dir + "/params0.bin", model.params().to_host());
     write_bin(dir + "/tokens.bin", batch.tokens);
@@ -48,13 +46,10 @@ void dump_reference(Model& model, const Dataset& data, const TrainConfig& cfg, c
 
     // a constant learning rate keeps the comparison about the optimizer, not the schedule
     AdamWConfig acfg{cfg.lr, cfg.beta1, cfg.beta2, 1e-8f, cfg.weight_decay};
-    std::vector<ParamRange> ranges;
     nlohmann::json tensors = nlohmann::json::array();
-    for (const ParamTensor& t : model.tensors()) {
-        ranges.push_back({t.offset, t.numel(), t.decay});
+    for (const ParamTensor& t : model.tensors())
         tensors.push_back({{"name", t.name}, {"offset", t.offset}, {"shape", t.shape}, {"decay", t.decay}});
-    }
-    AdamW optim(model.params(), model.grads(), ranges, acfg);
+    AdamW optim(model.params(), model.grads(), optimizer_ranges(model), acfg);
     std::vector<double> losses;
     for (int64_t s = 0; s < steps; s++) {
         model.zero_grads();

@@ -49,22 +49,12 @@ Eval evaluate(Model& model, const Dataset& data, const TrainConfig& cfg, bool ta
     Batch b = load_batch(data, first, rows, cfg.seq);
     DeviceBatch db = to_device(b, 0, rows, model.device());
     Tensor logits = model.forward_logits(db.tokens, rows, cfg.seq);  // (rows T, V)
-    std::vector<float> host = logits.to_host();
+    Tensor no_grad, no_losses;  // the same fused cross-entropy as training, loss only
     Eval e;
-    double count = 0;
-    for (int64_t i = 0; i < rows * cfg.seq; i++) {
-        int32_t t = b.targets[i];
-        if (t == kIgnoreTarget) continue;
-        const float* row = host.data() + i * model.config().vocab;
-        double mx = row[0], sum = 0;
-        for (int64_t v = 1; v < model.config().vocab; v++) mx = std::max(mx, (double)row[v]);
-        for (int64_t v = 0; v < model.config().vocab; v++) sum += std::exp(row[v] - mx);
-        e.loss += mx + std::log(sum) - row[t];
-        count++;
-    }
-    e.loss /= std::max(count, 1.0);
+    e.loss = cross_entropy_forward_backward(logits, db.targets, no_grad, 1.0f, kIgnoreTarget, no_losses) /
+             std::max<double>((double)count_targets(b), 1.0);
     if (task) {
-        std::vector<int32_t> pred = argmax_rows(host.data(), rows * cfg.seq, model.config().vocab);
+        std::vector<int32_t> pred = argmax_rows(logits.to_host().data(), rows * cfg.seq, model.config().vocab);
         e.accuracy = addition_accuracy(pred.data(), b.targets.data(), rows, cfg.seq).fraction();
     }
     return e;
@@ -111,9 +101,7 @@ int train(int argc, char** argv) {
         return 0;
     }
 
-    std::vector<ParamRange> ranges;
-    for (const ParamTensor& t : model.tensors()) ranges.push_back({t.offset, t.numel(), t.decay});
-    AdamW optim(model.params(), model.grads(), ranges, AdamWConfig{cfg.lr, cfg.beta1, cfg.beta2, 1e-8f, cfg.weight_decay});
+    AdamW optim(model.params(), model.grads(), optimizer_ranges(model), AdamWConfig{cfg.lr, cfg.beta1, cfg.beta2, 1e-8f, cfg.weight_decay});
     LRSchedule schedule{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps};
     BatchPlan plan;
     plan.seq = cfg.seq;

@@ -1,8 +1,6 @@
 // training_step.cpp — see training_step.hpp.
 #include "training_step.hpp"
 
-#include <algorithm>
-
 namespace penta {
 
 DeviceBatch to_device(const Batch& b, int64_t first_row, int64_t rows, Device device) {
@@ -13,15 +11,19 @@ DeviceBatch to_device(const Batch& b, int64_t first_row, int64_t rows, Device de
             Tensor::from_host_i32(tgt, {n}, device, Tag::workspace)};
 }
 
+std::vector<ParamRange> optimizer_ranges(const Model& model) {
+    std::vector<ParamRange> ranges;
+    for (const ParamTensor& t : model.tensors()) ranges.push_back({t.offset, t.numel(), t.decay});
+    return ranges;
+}
+
 StepResult training_step(Model& model, AdamW& optim, const Dataset& data, int64_t step, const BatchPlan& plan,
                          float lr, float grad_clip) {
     StepResult r;
     int64_t rows = plan.micro_batch * plan.grad_accum;  // this rank's share of the global batch
     Batch batch = load_batch(data, global_sample_id(step, plan.first_row, plan.global_batch), rows, plan.seq);
     // the loss is a mean over the GLOBAL batch's target tokens: count them before any backward
-    double local = (double)std::count_if(batch.targets.begin(), batch.targets.end(),
-                                         [](int32_t t) { return t != kIgnoreTarget; });
-    r.global_tokens = plan.reduce_count(local);
+    r.global_tokens = plan.reduce_sum((double)count_targets(batch));
 
     model.zero_grads();
     double loss = 0;
@@ -33,7 +35,7 @@ StepResult training_step(Model& model, AdamW& optim, const Dataset& data, int64_
         loss += acts.loss;
         model.backward(acts);  // gradients accumulate into model.grads()
     }
-    r.loss = plan.reduce_count(loss);
+    r.loss = plan.reduce_sum(loss);
     r.grad_norm = optim.step(lr, grad_clip);
     return r;
 }

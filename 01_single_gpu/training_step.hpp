@@ -6,7 +6,7 @@
 // by the token count of the WHOLE global batch, so the accumulated gradient is exactly the gradient of the
 // mean loss over the global batch, whatever the split (tests/test_model.cpp checks 4×1 == 1×4).
 // Later chapters call the same function: data parallelism gives each rank its own rows of the global
-// batch and reduces the token count over ranks (reduce_count).
+// batch and sums the token count and the loss over ranks (reduce_sum).
 //   build/bin/01_single_gpu --micro-batch 2 --grad-accum 4   (the same training as --micro-batch 8)
 #pragma once
 #include <functional>
@@ -23,8 +23,9 @@ struct BatchPlan {
     int64_t grad_accum = 1;    // micro-batches per step on this rank
     int64_t global_batch = 8;  // sequences per step, all ranks together
     int64_t first_row = 0;     // this rank's first row inside the global batch
-    // sums a count over the ranks that share the global batch (identity on one rank)
-    std::function<double(double)> reduce_count = [](double c) { return c; };
+    // sums a value (the target-token count, the loss) over the ranks that share the global batch
+    // (identity on one rank)
+    std::function<double(double)> reduce_sum = [](double x) { return x; };
 };
 
 struct StepResult {
@@ -37,6 +38,9 @@ struct StepResult {
 // Zeroes the gradients, runs the micro-batches of `step` (0-based) and one optimizer step with lr.
 StepResult training_step(Model& model, AdamW& optim, const Dataset& data, int64_t step, const BatchPlan& plan,
                          float lr, float grad_clip);
+
+// The optimizer's view of the model: one range per parameter tensor, norm weights without weight decay.
+std::vector<ParamRange> optimizer_ranges(const Model& model);
 
 // Every row of `rows` as device tensors: tokens (rows T) and targets (rows T), i32.
 struct DeviceBatch {

@@ -37,6 +37,10 @@ Batch load_batch(const Dataset& ds, int64_t first_id, int64_t count, int64_t T) 
     return b;
 }
 
+int64_t count_targets(const Batch& b) {
+    return std::count_if(b.targets.begin(), b.targets.end(), [](int32_t t) { return t != kIgnoreTarget; });
+}
+
 std::string render_bytes(const int32_t* tokens, int64_t T) {
     std::string s;
     for (int64_t t = 0; t < T; t++) {

@@ -43,6 +43,8 @@ struct Batch {
     std::vector<int32_t> tokens, targets;  // (rows, T)
 };
 Batch load_batch(const Dataset& ds, int64_t first_id, int64_t count, int64_t T);
+// targets that count in the loss (not kIgnoreTarget): the loss's denominator
+int64_t count_targets(const Batch& b);
 
 // spec: see the file comment. vocab: the model's vocabulary (<= 0: 65536 for token files; byte
 // datasets need >= 256). Errors name the --data value and the accepted forms.
