@@ -17,7 +17,7 @@ std::vector<ParamRange> optimizer_ranges(const Model& model) {
     return ranges;
 }
 
-StepResult training_step(Model& model, AdamW& optim, const Dataset& data, int64_t step, const BatchPlan& plan,
+StepResult training_step(Model& model, StepHooks& hooks, const Dataset& data, int64_t step, const BatchPlan& plan,
                          float lr, float grad_clip) {
     StepResult r;
     int64_t rows = plan.micro_batch * plan.grad_accum;  // this rank's share of the global batch
@@ -26,6 +26,7 @@ StepResult training_step(Model& model, AdamW& optim, const Dataset& data, int64_
     r.global_tokens = plan.reduce_sum((double)count_targets(batch));
 
     model.zero_grads();
+    hooks.begin_step();
     double loss = 0;
     for (int64_t a = 0; a < plan.grad_accum; a++) {
         DeviceBatch mb = to_device(batch, a * plan.micro_batch, plan.micro_batch, model.device());
@@ -33,10 +34,12 @@ StepResult training_step(Model& model, AdamW& optim, const Dataset& data, int64_
         MicroBatchActs acts = model.forward(mb.tokens, mb.targets, plan.micro_batch, plan.seq, r.global_tokens);
         if (a == 0) r.saved_activation_bytes = mem_stats(model.device()).current[(int)Tag::activations] - before;
         loss += acts.loss;
-        model.backward(acts);  // gradients accumulate into model.grads()
+        hooks.before_backward(a, a + 1 == plan.grad_accum);
+        model.backward(acts);  // gradients accumulate into model.grads() (or the layout's gradient sink)
     }
+    hooks.finish_gradients();
     r.loss = plan.reduce_sum(loss);
-    r.grad_norm = optim.step(lr, grad_clip);
+    r.grad_norm = hooks.optimizer_step(lr, grad_clip);
     return r;
 }
 

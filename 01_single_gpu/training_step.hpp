@@ -35,9 +35,35 @@ struct StepResult {
     int64_t saved_activation_bytes = 0;  // what the first micro-batch's forward kept (Tag::activations)
 };
 
+// What a parallel layout adds to a step; these defaults are one device's. Chapter 02 (data parallel)
+// overrides the gradient hooks, chapter 03 (ZeRO) the optimizer step too.
+struct StepHooks {
+    virtual ~StepHooks() = default;
+    // before any micro-batch (gradients are zeroed by then)
+    virtual void begin_step() {}
+    // before micro-batch a's backward; last: it is the step's final one (DP's no_sync communicates only then)
+    virtual void before_backward(int64_t a, bool last) {}
+    // after the final backward: when it returns, every gradient this rank's optimizer reads is complete
+    virtual void finish_gradients() {}
+    // clip and update; returns the global gradient norm before clipping
+    virtual double optimizer_step(float lr, float grad_clip) = 0;
+};
+
+// One device: the gradients are complete after backward; AdamW over the whole flat buffer.
+struct SingleDeviceHooks : StepHooks {
+    explicit SingleDeviceHooks(AdamW& optim) : optim(optim) {}
+    double optimizer_step(float lr, float grad_clip) override { return optim.step(lr, grad_clip); }
+    AdamW& optim;
+};
+
 // Zeroes the gradients, runs the micro-batches of `step` (0-based) and one optimizer step with lr.
-StepResult training_step(Model& model, AdamW& optim, const Dataset& data, int64_t step, const BatchPlan& plan,
+StepResult training_step(Model& model, StepHooks& hooks, const Dataset& data, int64_t step, const BatchPlan& plan,
                          float lr, float grad_clip);
+inline StepResult training_step(Model& model, AdamW& optim, const Dataset& data, int64_t step, const BatchPlan& plan,
+                                float lr, float grad_clip) {
+    SingleDeviceHooks hooks(optim);
+    return training_step(model, hooks, data, step, plan, lr, grad_clip);
+}
 
 // The optimizer's view of the model: one range per parameter tensor, norm weights without weight decay.
 std::vector<ParamRange> optimizer_ranges(const Model& model);

@@ -107,6 +107,41 @@ void TrainConfig::register_flags(Flags& f) {
     f.add("dump-reference", &dump_reference, "write weights, a batch, grads and 5 AdamW steps to DIR for tools/torch_reference.py, then exit");
 }
 
+void TrainConfig::register_parallel_flags(Flags& f) {
+    f.add("dp", &dp, "data-parallel degree");
+    f.add("tp", &tp, "tensor-parallel degree (must divide the kv heads)");
+    f.add("pp", &pp, "pipeline-parallel degree");
+    f.add("cp", &cp, "context-parallel degree");
+    f.add("ep", &ep, "expert-parallel degree (carved from dp x cp)");
+    f.add("sp", &sp, "sequence parallelism on top of --tp");
+    f.add("comm", &comm, "communication backend: auto (nccl on GPUs when built in) | mpi | nccl");
+    f.add("inject-failure", &inject_failure, "RANK:STEP — that rank fails when that step begins (tests the job abort)");
+}
+
+namespace {
+// "RANK:STEP" -> (rank, step); throws naming the flag and the format
+std::pair<int64_t, int64_t> parse_failure(const std::string& v, const char* where) {
+    long long rank = -1, step = -1;
+    char tail = 0;
+    CHECK(std::sscanf(v.c_str(), "%lld:%lld%c", &rank, &step, &tail) == 2 && rank >= 0 && step >= 1,
+          "%s '%s' must be RANK:STEP with RANK >= 0 and STEP >= 1 (e.g. 1:3)", where, v.c_str());
+    return {rank, step};
+}
+}  // namespace
+
+void inject_failure_if_due(const TrainConfig& cfg, int64_t step) {
+    std::string v = cfg.inject_failure;
+    const char* where = "--inject-failure";
+    if (v.empty()) {
+        const char* env = std::getenv("PENTA_INJECT_FAILURE");
+        if (!env || !*env) return;
+        v = env;
+        where = "PENTA_INJECT_FAILURE";
+    }
+    auto [rank, at] = parse_failure(v, where);
+    if (rank == world_rank() && at == step) FAIL("injected failure at step %lld (%s %s)", (long long)step, where, v.c_str());
+}
+
 void TrainConfig::validate() const {
     CHECK(device == "auto" || device == "cpu" || device == "cuda", "--device %s must be auto, cpu or cuda", device.c_str());
     CHECK(recompute == "none" || recompute == "selective" || recompute == "full",
@@ -125,6 +160,11 @@ void TrainConfig::validate() const {
     CHECK(grad_clip >= 0, "--grad-clip %g must be >= 0", grad_clip);
     CHECK(log_every >= 1, "--log-every %ld must be >= 1", (long)log_every);
     CHECK(eval_every >= 0, "--eval-every %ld must be >= 0", (long)eval_every);
+    for (auto [name, v] : {std::pair<const char*, int64_t>{"dp", dp}, {"tp", tp}, {"pp", pp}, {"cp", cp}, {"ep", ep}})
+        CHECK(v >= 1, "--%s %ld must be >= 1", name, (long)v);
+    CHECK(!sp || tp > 1, "--sp needs --tp > 1: sequence parallelism splits the regions tensor parallelism replicates");
+    CHECK(comm == "auto" || comm == "mpi" || comm == "nccl", "--comm %s must be auto, mpi or nccl", comm.c_str());
+    if (!inject_failure.empty()) parse_failure(inject_failure, "--inject-failure");
 }
 
 }  // namespace penta

@@ -51,10 +51,23 @@ struct TrainConfig {
     std::string log_jsonl;         // one JSON object per step
     std::string dump_reference;    // write weights/batch/grads for tools/torch_reference.py, then exit
 
+    // parallel layout (chapters 02+; register_parallel_flags): degrees of each axis, see grid.hpp
+    int64_t dp = 1, tp = 1, pp = 1, cp = 1, ep = 1;
+    bool sp = false;               // sequence parallelism on top of tp (ch05)
+    std::string comm = "auto";     // auto | mpi | nccl (comm.hpp)
+    std::string inject_failure;    // "RANK:STEP": that rank throws at the start of that step (tests the abort)
+
     // registers the flags above on `flags`, so a chapter can add its own before parsing
     void register_flags(Flags& flags);
+    // --dp --tp --pp --cp --ep --sp --comm --inject-failure (chapter 01 runs on one rank and has none)
+    void register_parallel_flags(Flags& flags);
     // checks every value (ranges, enums); throws naming the flag, value and rule
     void validate() const;
 };
+
+// --inject-failure RANK:STEP (or the environment variable PENTA_INJECT_FAILURE, same format): throws a
+// penta::Error on world rank RANK when step STEP (1-based) begins, so tests can check that one failing
+// rank brings the whole job down with a message naming it. No-op when neither is set.
+void inject_failure_if_due(const TrainConfig& cfg, int64_t step);
 
 }  // namespace penta

@@ -36,3 +36,10 @@ if [ -n "$py" ]; then
 else
     echo "pytorch: not importable here (apt-get install python3-torch), comparison skipped"
 fi
+
+# later chapters' benchmarks (data parallel, ZeRO, tensor parallel, ...): one script each
+for b in scripts/bench_[0-9]*.sh; do
+    [ -e "$b" ] || continue
+    echo
+    BIN="$bin" bash "$b"
+done

@@ -1,0 +1,95 @@
+// train_loop.cpp — see train_loop.hpp.
+#include "train_loop.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "../common/formulas.hpp"
+#include "../common/runtime.hpp"
+
+namespace penta {
+
+Device resolve_device(const std::string& d) {
+    if (d == "cpu") return Device::cpu;
+    if (d == "cuda") {
+        CHECK(cuda_available(), "--device cuda: %s", "no CUDA device visible (or a build without CUDA: make CUDA=1)");
+        return Device::cuda;
+    }
+    return cuda_available() ? Device::cuda : Device::cpu;
+}
+
+LlamaConfig resolve_model(const std::string& m) {
+    bool is_file = m.size() > 5 && m.compare(m.size() - 5, 5, ".json") == 0;
+    return is_file ? load_hf_config(m) : preset(m);
+}
+
+Eval evaluate(Model& model, const Dataset& data, const TrainConfig& cfg, bool task,
+              const std::function<Tensor(const Tensor&)>& full_logits) {
+    const int64_t rows = 32, first = int64_t(1) << 40;
+    Batch b = load_batch(data, first, rows, cfg.seq);
+    DeviceBatch db = to_device(b, 0, rows, model.device());
+    Tensor logits = model.forward_logits(db.tokens, rows, cfg.seq);  // (rows T, V) or this rank's vocab shard
+    if (full_logits) logits = full_logits(logits);
+    Tensor no_grad, no_losses;  // the same fused cross-entropy as training, loss only
+    Eval e;
+    e.loss = cross_entropy_forward_backward(logits, db.targets, no_grad, 1.0f, kIgnoreTarget, no_losses) /
+             std::max<double>((double)count_targets(b), 1.0);
+    if (task) {
+        std::vector<int32_t> pred = argmax_rows(logits.to_host().data(), rows * cfg.seq, logits.size(-1));
+        e.accuracy = addition_accuracy(pred.data(), b.targets.data(), rows, cfg.seq).fraction();
+    }
+    return e;
+}
+
+StepResult run_training(TrainLoop& L) {
+    const TrainConfig& cfg = L.cfg;
+    LRSchedule schedule{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps};
+    L.log.print = world_rank() == 0;
+    StepLog log(L.log);
+    StepResult r;
+    for (int64_t s = 0; s < cfg.steps; s++) {
+        inject_failure_if_due(cfg, s + 1);
+        Timer timer;
+        float lr = schedule.at(s + 1);
+        r = training_step(L.model, L.hooks, L.data, s, L.plan, lr, cfg.grad_clip);
+        device_synchronize(L.model.device());
+        StepRecord rec;
+        rec.step = s + 1;
+        rec.total_steps = cfg.steps;
+        rec.loss = r.loss;
+        rec.grad_norm = r.grad_norm;
+        rec.lr = lr;
+        rec.tokens = L.plan.global_batch * cfg.seq;
+        rec.seconds = timer.seconds();
+        bool last = s + 1 == cfg.steps;
+        if (cfg.eval_every > 0 && ((s + 1) % cfg.eval_every == 0 || last)) {
+            Eval e = evaluate(L.model, L.data, cfg, L.task, L.full_logits);
+            rec.task_accuracy = e.accuracy;
+            rec.extra.push_back({"val loss", e.loss});
+        }
+        if (L.on_step) L.on_step(rec, r);
+        log.log(rec, (s + 1) % cfg.log_every == 0 || s == 0 || last || rec.task_accuracy >= 0);
+    }
+    return r;
+}
+
+void print_activation_table(const Model& model, const TrainConfig& cfg, int64_t measured) {
+    const LlamaConfig& c = model.config();
+    Recompute r = model.options().recompute;
+    AttentionKernel k = model.options().attention;
+    int64_t B = cfg.micro_batch, T = cfg.seq;
+    int64_t per_layer = llama_layer_activation_bytes(r, k, B, T, c.hidden, c.n_heads, c.n_kv_heads, c.head_dim(), c.ffn);
+    int64_t head = llama_head_activation_bytes(B, T, c.hidden, c.vocab);
+    int64_t playbook = playbook_activation_bytes_per_layer(r, T, B, c.hidden, c.n_heads);
+    std::printf("\nactivations saved by one micro-batch's forward (b=%ld, s=%ld, recompute %s, attention %s):\n",
+                (long)B, (long)T, recompute_name(r), attention_kernel_name(k));
+    std::printf("  measured (allocator, Tag::activations)      %12ld bytes\n", (long)measured);
+    std::printf("  our formula: %ld layers x %ld + head %ld  %12ld bytes  %s\n", (long)c.n_layers, (long)per_layer,
+                (long)head, (long)(c.n_layers * per_layer + head),
+                measured == c.n_layers * per_layer + head ? "(equal)" : "(DIFFERENT)");
+    std::printf("  playbook sbh(34 + 5as/h) per layer x %ld    %12ld bytes  (GPT block, 2-byte activations,\n"
+                "                                                            dropout masks; see the README)\n",
+                (long)c.n_layers, (long)(c.n_layers * playbook));
+}
+
+}  // namespace penta

@@ -1,0 +1,50 @@
+// train_loop.hpp — the parts of a training program every chapter shares: resolving --device and --model,
+// the held-out evaluation, and the step loop with its log line. Chapter 01's train.cpp uses them with
+// the single-device hooks; each later chapter passes its own StepHooks (training_step.hpp) and adds its
+// own fields to the log, so the loop is written once.
+//   build/bin/01_single_gpu --model small          (chapter 01)
+//   mpirun -np 2 build/bin/02_data_parallel --dp 2  (chapter 02 runs the same loop with DP hooks)
+#pragma once
+#include <functional>
+#include <string>
+
+#include "../common/config.hpp"
+#include "../common/metrics.hpp"
+#include "training_step.hpp"
+
+namespace penta {
+
+Device resolve_device(const std::string& flag_value);  // --device auto|cpu|cuda
+LlamaConfig resolve_model(const std::string& flag_value);  // a preset name or a HF config.json path
+
+// Held-out evaluation on sample ids far beyond any training step's, so never trained on.
+struct Eval {
+    double loss = 0;
+    double accuracy = -1;  // exact-match on the addition task; -1 for other data
+};
+// full_logits turns this rank's logits into the whole vocabulary's (TP gathers the vocab shards); empty:
+// the logits are already whole. Every rank of a model-parallel group must call it (it communicates).
+Eval evaluate(Model& model, const Dataset& data, const TrainConfig& cfg, bool task,
+              const std::function<Tensor(const Tensor&)>& full_logits = {});
+
+struct TrainLoop {
+    Model& model;
+    StepHooks& hooks;
+    const Dataset& data;
+    const TrainConfig& cfg;
+    BatchPlan plan;
+    StepLogConfig log;  // print is forced to world rank 0 only
+    bool task = false;  // the addition task: report accuracy
+    std::function<Tensor(const Tensor&)> full_logits;  // see evaluate
+    // called after every step on every rank, before the line is printed: a chapter adds its figures
+    std::function<void(StepRecord&, const StepResult&)> on_step;
+};
+
+// Runs cfg.steps steps (lr from the warmup+cosine schedule), evaluating every cfg.eval_every, printing
+// every cfg.log_every; honours --inject-failure. Returns the last step's result.
+StepResult run_training(TrainLoop& loop);
+
+// the "activations saved by one micro-batch's forward" table: measured beside our formula and the playbook's
+void print_activation_table(const Model& model, const TrainConfig& cfg, int64_t measured);
+
+}  // namespace penta

@@ -1,0 +1,136 @@
+// comm.cpp — what both backends share: op names, the ring byte accounting, counters, backend choice.
+// See comm.hpp. The collectives themselves are in comm_mpi.cpp and cuda/comm_nccl.cu.
+#include "comm.hpp"
+
+#include "core.hpp"
+#include "ops.hpp"
+#include "runtime.hpp"
+
+namespace penta {
+
+const char* comm_op_name(CommOp op) {
+    static const char* names[kNumCommOps] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                             "send",       "recv",           "all_to_all", "barrier"};
+    return names[(int)op];
+}
+
+const char* comm_backend_name(CommBackend b) { return b == CommBackend::nccl ? "nccl" : "mpi"; }
+
+CommBackend parse_comm_backend(const std::string& v, Device device) {
+    if (v == "mpi") return CommBackend::mpi;
+    if (v == "nccl") {
+#if defined(PENTA_NCCL)
+        CHECK(device == Device::cuda, "--comm nccl needs --device cuda (NCCL moves GPU memory only)");
+        return CommBackend::nccl;
+#else
+        FAIL("--comm nccl: this build has no NCCL (build with CUDA=1)");
+#endif
+    }
+    CHECK(v == "auto", "--comm %s must be auto, mpi or nccl", v.c_str());
+#if defined(PENTA_NCCL)
+    if (device == Device::cuda) return CommBackend::nccl;
+#endif
+    return CommBackend::mpi;
+}
+
+// The ring algorithm: an all-reduce is a reduce-scatter then an all-gather, each moving K-1 of the K
+// parts through every rank. Broadcast and send move the buffer once; all-to-all keeps 1/K at home.
+double ring_bytes(CommOp op, int K, double M) {
+    if (K <= 1) return op == CommOp::send || op == CommOp::recv ? M : 0.0;
+    const double f = double(K - 1) / K;
+    switch (op) {
+        case CommOp::all_reduce: return 2 * f * M;
+        case CommOp::reduce_scatter:
+        case CommOp::all_gather:
+        case CommOp::all_to_all: return f * M;
+        case CommOp::broadcast:
+        case CommOp::send: return M;
+        case CommOp::recv:  // received bytes are the sender's; counting them again would double the total
+        case CommOp::barrier: return 0.0;
+    }
+    return 0.0;
+}
+
+double CommCounters::total_bytes() const {
+    double s = 0;
+    for (double b : bytes) s += b;
+    return s;
+}
+
+int64_t CommCounters::total_calls() const {
+    int64_t s = 0;
+    for (int64_t c : calls) s += c;
+    return s;
+}
+
+CommCounters CommCounters::operator-(const CommCounters& o) const {
+    CommCounters d;
+    for (int i = 0; i < kNumCommOps; i++) {
+        d.calls[i] = calls[i] - o.calls[i];
+        d.bytes[i] = bytes[i] - o.bytes[i];
+    }
+    return d;
+}
+
+namespace {
+
+// The group of one rank (a build without MPI, or a run without mpirun on the NCCL-less path): every
+// collective is a copy or nothing, and nothing is counted, since nothing leaves the rank.
+class SelfComm : public Comm {
+   public:
+    explicit SelfComm(std::string name) { name_ = std::move(name); }
+    CommBackend backend() const override { return CommBackend::mpi; }
+    CommHandle all_reduce_async(Tensor&, ReduceOp) override { return {}; }
+    CommHandle reduce_scatter_async(const Tensor& in, Tensor& out) override { return copy_all(in, out); }
+    CommHandle all_gather_async(const Tensor& in, Tensor& out) override { return copy_all(in, out); }
+    CommHandle broadcast_async(Tensor&, int root) override {
+        CHECK(root == 0, "broadcast root %d is not a rank of %s (size 1)", root, name_.c_str());
+        return {};
+    }
+    CommHandle send_async(const Tensor&, int peer, int) override { FAIL("send to %d on a group of one rank", peer); }
+    CommHandle recv_async(Tensor&, int peer, int) override { FAIL("recv from %d on a group of one rank", peer); }
+    CommHandle all_to_all_async(const Tensor& in, Tensor& out) override { return copy_all(in, out); }
+    CommHandle all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& sc, const std::vector<int64_t>& so,
+                                  Tensor& out, const std::vector<int64_t>& rc, const std::vector<int64_t>& ro) override {
+        CHECK(sc.size() == 1 && so.size() == 1 && rc.size() == 1 && ro.size() == 1 && sc[0] == rc[0],
+              "all_to_all_v on one rank: one count and offset each, send count == receive count");
+        Tensor dst = out.flat(ro[0], rc[0]);
+        copy(dst, in.flat(so[0], sc[0]));
+        return {};
+    }
+    void barrier() override {}
+    double all_reduce_scalar(double x, ReduceOp) override { return x; }
+    std::unique_ptr<Comm> split(int, int, const std::string& name) override { return std::make_unique<SelfComm>(name); }
+
+   private:
+    CommHandle copy_all(const Tensor& in, Tensor& out) {
+        CHECK(in.numel() == out.numel(), "on one rank the part is the whole: in %lld vs out %lld elements",
+              (long long)in.numel(), (long long)out.numel());
+        Tensor o = out.flat(0, out.numel());
+        copy(o, in.flat(0, in.numel()));
+        return {};
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_mpi_world_comm();   // comm_mpi.cpp
+std::unique_ptr<Comm> make_nccl_world_comm();  // cuda/comm_nccl.cu
+
+std::unique_ptr<Comm> make_self_comm(const std::string& name) { return std::make_unique<SelfComm>(name); }
+
+std::unique_ptr<Comm> make_world_comm(CommBackend backend) {
+    if (backend == CommBackend::nccl) {
+#if defined(PENTA_NCCL)
+        return make_nccl_world_comm();
+#else
+        FAIL("the NCCL backend is not built in (build with CUDA=1)");
+#endif
+    }
+#if defined(PENTA_MPI)
+    if (mpi_enabled()) return make_mpi_world_comm();
+#endif
+    return make_self_comm("world");
+}
+
+}  // namespace penta

@@ -1,0 +1,252 @@
+// comm_mpi.cpp — the MPI backend of Comm (comm.hpp), and the one-rank Comm of a build without MPI.
+//
+// Every collective is MPI's non-blocking form (MPI_Iallreduce, ...): *_async starts it and the handle's
+// wait() is MPI_Waitall. MPI moves host memory, so a tensor on a GPU is staged: copied to a host buffer
+// (Tag::comm, so the memory table shows it) when the operation starts and back when it is waited on.
+// That is slow but lets several ranks share one GPU, and lets every chapter run on plain CPU ranks.
+// Open MPI progresses a non-blocking collective only inside MPI calls; CommHandle::test() is such a
+// call, and ch02's bucketed gradient sink makes it between layers so buckets move while backward runs.
+// Element counts are ints in MPI 3: one buffer is limited to 2^31-1 elements (8 GiB of f32), checked.
+#include "comm.hpp"
+
+#if defined(PENTA_MPI)
+#include <climits>
+
+#include "ops.hpp"
+#include "runtime.hpp"
+
+namespace penta {
+
+namespace {
+
+// A tensor as MPI sees it: the host tensor itself, or a host copy of a device tensor.
+struct Staged {
+    Tensor user, host;
+    Staged(const Tensor& t, bool copy_in) : user(t) {
+        if (t.device() == Device::cpu) {
+            host = t;
+        } else {
+            host = Tensor::empty(t.shape, t.dtype, Device::cpu, Tag::comm);
+            if (copy_in) copy(host, t);
+        }
+    }
+    void copy_out() {
+        if (user.device() != Device::cpu) copy(user, host);
+    }
+};
+
+// The state of one in-flight operation: requests, the buffers they use, and the count arrays MPI reads
+// until completion (the non-blocking vector collectives keep pointers to them).
+struct MpiPending : CommHandle::Pending {
+    std::vector<MPI_Request> reqs;
+    std::vector<Staged> outputs;  // copied back to the device when complete
+    std::vector<Tensor> keep;     // staged inputs
+    std::vector<int> counts, displs, counts2, displs2;
+    bool finished = false;
+    void finish() {
+        if (finished) return;
+        for (auto& s : outputs) s.copy_out();
+        finished = true;
+    }
+    void wait() override {
+        if (!reqs.empty()) MPI_CHECK(MPI_Waitall((int)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE));
+        finish();
+    }
+    bool test() override {
+        int flag = 1;
+        if (!reqs.empty()) MPI_CHECK(MPI_Testall((int)reqs.size(), reqs.data(), &flag, MPI_STATUSES_IGNORE));
+        if (flag) finish();
+        return flag != 0;
+    }
+};
+
+int to_int(int64_t n, const char* what) {
+    CHECK(n >= 0 && n <= INT_MAX, "%s: %lld elements exceed MPI's int count (2^31-1); use NCCL or split the buffer",
+          what, (long long)n);
+    return (int)n;
+}
+
+MPI_Datatype mpi_type(DType t, bool reducing) {
+    switch (t) {
+        case DType::f32: return MPI_FLOAT;
+        case DType::i32: return MPI_INT;
+        default: break;
+    }
+    CHECK(!reducing, "the MPI backend reduces f32 or i32 only, not %s (reduce in f32, as mixed precision does)",
+          dtype_name(t));
+    return dtype_size(t) == 2 ? MPI_UINT16_T : MPI_UINT8_T;
+}
+
+class MpiComm : public Comm {
+   public:
+    MpiComm(MPI_Comm c, std::string name) : comm_(c) {
+        MPI_CHECK(MPI_Comm_rank(c, &rank_));
+        MPI_CHECK(MPI_Comm_size(c, &size_));
+        name_ = std::move(name);
+    }
+    ~MpiComm() override {
+        int fin = 0;
+        MPI_Finalized(&fin);
+        if (!fin && comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
+    }
+    CommBackend backend() const override { return CommBackend::mpi; }
+
+    CommHandle all_reduce_async(Tensor& x, ReduceOp op) override {
+        auto p = std::make_unique<MpiPending>();
+        p->outputs.emplace_back(x, true);
+        Tensor& h = p->outputs.back().host;
+        p->reqs.resize(1);
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, h.data(), to_int(h.numel(), "all_reduce"), mpi_type(h.dtype, true),
+                                 op == ReduceOp::sum ? MPI_SUM : MPI_MAX, comm_, &p->reqs[0]));
+        record(CommOp::all_reduce, (double)x.nbytes());
+        return CommHandle(std::move(p));
+    }
+
+    CommHandle reduce_scatter_async(const Tensor& in, Tensor& out) override {
+        const int64_t M = in.numel();
+        check_part(M, out.numel(), "reduce_scatter");
+        CHECK(in.dtype == out.dtype, "reduce_scatter: in is %s, out is %s", dtype_name(in.dtype), dtype_name(out.dtype));
+        auto p = std::make_unique<MpiPending>();
+        p->keep.push_back(Staged(in, true).host);
+        p->outputs.emplace_back(out, false);
+        for (int r = 0; r < size_; r++) p->counts.push_back(to_int(part_count(M, size_, r), "reduce_scatter"));
+        p->reqs.resize(1);
+        MPI_CHECK(MPI_Ireduce_scatter(p->keep[0].data(), p->outputs[0].host.data(), p->counts.data(),
+                                      mpi_type(in.dtype, true), MPI_SUM, comm_, &p->reqs[0]));
+        record(CommOp::reduce_scatter, (double)in.nbytes());
+        return CommHandle(std::move(p));
+    }
+
+    CommHandle all_gather_async(const Tensor& in, Tensor& out) override {
+        const int64_t M = out.numel();
+        check_part(M, in.numel(), "all_gather");
+        CHECK(in.dtype == out.dtype, "all_gather: in is %s, out is %s", dtype_name(in.dtype), dtype_name(out.dtype));
+        auto p = std::make_unique<MpiPending>();
+        p->keep.push_back(Staged(in, true).host);
+        p->outputs.emplace_back(out, false);
+        for (int r = 0; r < size_; r++) {
+            p->counts.push_back(to_int(part_count(M, size_, r), "all_gather"));
+            p->displs.push_back(to_int(part_start(M, size_, r), "all_gather"));
+        }
+        const MPI_Datatype t = mpi_type(in.dtype, false);
+        p->reqs.resize(1);
+        MPI_CHECK(MPI_Iallgatherv(p->keep[0].data(), (int)in.numel(), t, p->outputs[0].host.data(), p->counts.data(),
+                                  p->displs.data(), t, comm_, &p->reqs[0]));
+        record(CommOp::all_gather, (double)out.nbytes());
+        return CommHandle(std::move(p));
+    }
+
+    CommHandle broadcast_async(Tensor& x, int root) override {
+        check_peer(root, "broadcast root");
+        auto p = std::make_unique<MpiPending>();
+        p->outputs.emplace_back(x, rank_ == root);
+        p->reqs.resize(1);
+        MPI_CHECK(MPI_Ibcast(p->outputs[0].host.data(), to_int(x.numel(), "broadcast"), mpi_type(x.dtype, false), root,
+                             comm_, &p->reqs[0]));
+        record(CommOp::broadcast, (double)x.nbytes());
+        return CommHandle(std::move(p));
+    }
+
+    CommHandle send_async(const Tensor& x, int peer, int tag) override {
+        check_peer(peer, "send peer");
+        auto p = std::make_unique<MpiPending>();
+        p->keep.push_back(Staged(x, true).host);
+        p->reqs.resize(1);
+        MPI_CHECK(MPI_Isend(p->keep[0].data(), to_int(x.numel(), "send"), mpi_type(x.dtype, false), peer, tag, comm_,
+                            &p->reqs[0]));
+        record(CommOp::send, (double)x.nbytes());
+        return CommHandle(std::move(p));
+    }
+
+    CommHandle recv_async(Tensor& x, int peer, int tag) override {
+        check_peer(peer, "recv peer");
+        auto p = std::make_unique<MpiPending>();
+        p->outputs.emplace_back(x, false);
+        p->reqs.resize(1);
+        MPI_CHECK(MPI_Irecv(p->outputs[0].host.data(), to_int(x.numel(), "recv"), mpi_type(x.dtype, false), peer, tag,
+                            comm_, &p->reqs[0]));
+        record(CommOp::recv, (double)x.nbytes());
+        return CommHandle(std::move(p));
+    }
+
+    CommHandle all_to_all_async(const Tensor& in, Tensor& out) override {
+        CHECK(in.numel() == out.numel() && in.numel() % size_ == 0,
+              "all_to_all: in (%lld) and out (%lld) must have the same numel, divisible by the group size %d",
+              (long long)in.numel(), (long long)out.numel(), size_);
+        const int64_t c = in.numel() / size_;
+        std::vector<int64_t> counts(size_, c), offs(size_);
+        for (int r = 0; r < size_; r++) offs[r] = r * c;
+        return all_to_all_v_async(in, counts, offs, out, counts, offs);
+    }
+
+    CommHandle all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& sc, const std::vector<int64_t>& so,
+                                  Tensor& out, const std::vector<int64_t>& rc,
+                                  const std::vector<int64_t>& ro) override {
+        CHECK((int)sc.size() == size_ && (int)so.size() == size_ && (int)rc.size() == size_ && (int)ro.size() == size_,
+              "all_to_all_v: counts and offsets need %d entries each (the group size)", size_);
+        CHECK(in.dtype == out.dtype, "all_to_all_v: in is %s, out is %s", dtype_name(in.dtype), dtype_name(out.dtype));
+        auto p = std::make_unique<MpiPending>();
+        double sent = 0;
+        for (int r = 0; r < size_; r++) {
+            CHECK(sc[r] >= 0 && so[r] >= 0 && so[r] + sc[r] <= in.numel(),
+                  "all_to_all_v: send part %d [%lld, +%lld) is outside the input (%lld elements)", r, (long long)so[r],
+                  (long long)sc[r], (long long)in.numel());
+            CHECK(rc[r] >= 0 && ro[r] >= 0 && ro[r] + rc[r] <= out.numel(),
+                  "all_to_all_v: receive part %d [%lld, +%lld) is outside the output (%lld elements)", r,
+                  (long long)ro[r], (long long)rc[r], (long long)out.numel());
+            p->counts.push_back(to_int(sc[r], "all_to_all_v"));
+            p->displs.push_back(to_int(so[r], "all_to_all_v"));
+            p->counts2.push_back(to_int(rc[r], "all_to_all_v"));
+            p->displs2.push_back(to_int(ro[r], "all_to_all_v"));
+            if (r != rank_) sent += (double)sc[r] * dtype_size(in.dtype);
+        }
+        p->keep.push_back(Staged(in, true).host);
+        p->outputs.emplace_back(out, true);  // parts nobody sends keep their old values
+        const MPI_Datatype t = mpi_type(in.dtype, false);
+        p->reqs.resize(1);
+        MPI_CHECK(MPI_Ialltoallv(p->keep[0].data(), p->counts.data(), p->displs.data(), t, p->outputs[0].host.data(),
+                                 p->counts2.data(), p->displs2.data(), t, comm_, &p->reqs[0]));
+        // counted as what really leaves this rank; for equal chunks that is (K-1)/K·M, the ring figure
+        counters_.calls[(int)CommOp::all_to_all] += 1;
+        counters_.bytes[(int)CommOp::all_to_all] += sent;
+        return CommHandle(std::move(p));
+    }
+
+    void barrier() override {
+        MPI_CHECK(MPI_Barrier(comm_));
+        counters_.calls[(int)CommOp::barrier] += 1;
+    }
+
+    double all_reduce_scalar(double x, ReduceOp op) override {
+        double r = 0;
+        MPI_CHECK(MPI_Allreduce(&x, &r, 1, MPI_DOUBLE, op == ReduceOp::sum ? MPI_SUM : MPI_MAX, comm_));
+        return r;
+    }
+
+    std::unique_ptr<Comm> split(int color, int key, const std::string& name) override {
+        MPI_Comm c;
+        MPI_CHECK(MPI_Comm_split(comm_, color, key, &c));
+        return std::make_unique<MpiComm>(c, name);
+    }
+
+   private:
+    void check_part(int64_t M, int64_t part, const char* what) const {
+        CHECK(part == part_count(M, size_, rank_),
+              "%s on %s: rank %d's part of %lld elements over %d ranks has %lld elements, got %lld", what,
+              name_.c_str(), rank_, (long long)M, size_, (long long)part_count(M, size_, rank_), (long long)part);
+    }
+    void check_peer(int peer, const char* what) const {
+        CHECK(peer >= 0 && peer < size_, "%s %d is not a rank of %s (size %d)", what, peer, name_.c_str(), size_);
+    }
+    MPI_Comm comm_;
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_mpi_world_comm() {
+    CHECK(mpi_enabled(), "the MPI backend needs MPI started (runtime_init)");
+    return std::make_unique<MpiComm>(MPI_COMM_WORLD, "world");
+}
+
+}  // namespace penta
+#endif  // PENTA_MPI
