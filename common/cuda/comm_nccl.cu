@@ -1,0 +1,525 @@
+// comm_nccl.cu — the NCCL backend of Comm (comm.hpp): GPU tensors moved by NCCL on a stream of their own.
+//
+// Playbook: "Data parallelism" (overlapping gradient communication with the backward pass) and the
+// appendix "A quick primer on collective operations". Programs pick it with `--device cuda --comm nccl`
+// (or `--comm auto`) and run one process per GPU: `mpirun -np <GPUs> build/bin/<chapter> --device cuda`.
+//
+// How communication overlaps computation. Every op of the CUDA backend runs on the legacy default stream,
+// called "compute" here. Each Comm owns one more stream, "comm", created non-blocking so that neither
+// waits for the other implicitly. An *_async call
+//   1. records an event on compute and makes comm wait for it, so the kernels that produced the tensor
+//      finish before NCCL reads it;
+//   2. enqueues the NCCL kernel on comm and records a "done" event after it;
+//   3. returns at once: the host goes on launching compute kernels (the next layer's backward), and the GPU
+//      runs them beside the NCCL kernel.
+// wait() does not block the host either: it makes compute wait for "done" (cudaStreamWaitEvent), so only
+// the kernels launched after it (the optimizer reading the summed gradients) wait for the data. test()
+// asks whether "done" has happened (cudaEventQuery). The MPI backend overlaps through non-blocking MPI
+// calls; here the overlap is between two CUDA streams.
+//
+// send/recv are batched. NCCL's send and recv block the GPU until the peer posts the matching call, and
+// kernels on one stream run one after another, so a ring in which every rank sends and then receives would
+// wait forever. NCCL's answer is a group (ncclGroupStart/End): the calls of one group progress together.
+// So send_async and recv_async are queued, and the queue is issued as ONE group when any handle of this
+// Comm is waited on or tested, or when another operation is posted on it: "start the send, receive, wait"
+// (ring_all_reduce) becomes one grouped send-and-receive. So, like a large MPI_Isend that Open MPI moves
+// only inside MPI calls, a send is under way only once the program waits, tests or posts something else.
+// NCCL has no tags: messages between two ranks match in the order they were posted.
+//
+// Uneven parts (comm.hpp: the first M % K ranks hold one element more): NCCL's reduce-scatter and
+// all-gather need equal parts, so those go through a temporary of K·ceil(M/K) elements (Tag::comm) in which
+// every part is padded to ceil(M/K). Equal parts take the direct path with no copies.
+//
+// Lifetimes: wait() returns before the GPU has finished, so a tensor the caller frees after wait() could
+// go back to cudaFree while NCCL still uses it. The Comm therefore keeps every operation's tensors until
+// its "done" event has happened (checked whenever this Comm is used again).
+//
+// Order: like MPI, every rank must post the operations of a Comm in the same order. The Comms of a grid
+// (dp, tp, ...) have a stream each and their kernels may run at the same time, so ranks must also post the
+// operations of different Comms in the same order — true when every rank runs the same program.
+//
+// Errors: a failed peer does not make a CUDA call fail; NCCL reports it through ncclCommGetAsyncError,
+// checked whenever the host waits for this Comm. The communicator is destroyed with ncclCommDestroy, or
+// with ncclCommAbort when an error is pending or an exception is unwinding (a failing rank must not block
+// in a teardown its peers never join).
+#include "../comm.hpp"
+
+#if defined(PENTA_NCCL)
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <thread>
+
+#include "../runtime.hpp"
+
+namespace penta {
+
+namespace {
+
+constexpr cudaStream_t kComputeStream = 0;  // where the CUDA ops launch (no stream argument: the default)
+
+ncclDataType_t nccl_type(DType t, bool reducing, const char* what) {
+    switch (t) {
+        case DType::f32: return ncclFloat32;
+        case DType::bf16: return ncclBfloat16;
+        case DType::f16: return ncclFloat16;
+        case DType::i32: return ncclInt32;
+        case DType::e4m3:
+        case DType::e5m2: break;
+    }
+    CHECK(!reducing, "%s: NCCL reduces f32, bf16, f16 or i32, not %s (fp8 moves as bytes only: all_gather, "
+          "broadcast, send/recv, all_to_all)", what, dtype_name(t));
+    return ncclUint8;
+}
+
+// One operation (or one batch of send/recv) as the GPU sees it: the event after its last kernel, and the
+// tensors that must outlive it.
+struct Completion {
+    cudaEvent_t done = nullptr;
+    bool issued = false;  // false while a send/recv batch is still queued
+    std::vector<Tensor> keep;
+    Completion() { CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming)); }
+    ~Completion() { cudaEventDestroy(done); }
+    Completion(const Completion&) = delete;
+    Completion& operator=(const Completion&) = delete;
+};
+
+// A send or recv waiting in the queue for its batch to be issued.
+struct P2POp {
+    bool send;
+    Tensor t;
+    int peer;
+};
+
+// What one NCCL communicator owns, shared by its Comm and the handles of its operations in flight (so a
+// handle stays valid even if it outlives the Comm).
+struct NcclState {
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t ready = nullptr;                          // recorded on compute before each operation
+    Tensor scratch;                                       // 8 bytes for barrier and all_reduce_scalar
+    std::vector<P2POp> queued;                            // send/recv posted but not yet issued
+    std::shared_ptr<Completion> batch;                    // the completion the queued ops will share
+    std::deque<std::shared_ptr<Completion>> in_flight;    // issued, in stream order, until done
+
+    explicit NcclState(ncclComm_t c) : comm(c) {
+        CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+        scratch = Tensor::empty({2}, DType::f32, Device::cuda, Tag::comm);
+        CUDA_CHECK(cudaMemsetAsync(scratch.data(), 0, scratch.nbytes(), stream));
+    }
+    ~NcclState() {
+        ncclResult_t err = ncclSuccess;
+        ncclCommGetAsyncError(comm, &err);
+        if (err != ncclSuccess || std::uncaught_exceptions() > 0) {
+            ncclCommAbort(comm);
+        } else {
+            cudaStreamSynchronize(stream);
+            ncclCommDestroy(comm);
+        }
+        cudaEventDestroy(ready);
+        cudaStreamDestroy(stream);
+    }
+
+    void check_async_error() {
+        ncclResult_t err = ncclSuccess;
+        NCCL_CHECK(ncclCommGetAsyncError(comm, &err));
+        if (err != ncclSuccess && err != ncclInProgress)
+            FAIL("NCCL reported an error on this communicator: %s (%s); a peer may have failed",
+                 ncclGetErrorString(err), ncclGetLastError(comm));
+    }
+
+    // The comm stream waits for everything launched on compute so far: the tensors are ready.
+    void after_compute() {
+        CUDA_CHECK(cudaEventRecord(ready, kComputeStream));
+        CUDA_CHECK(cudaStreamWaitEvent(stream, ready, 0));
+    }
+
+    // Marks the end of an operation just enqueued on the comm stream.
+    std::shared_ptr<Completion> issued(std::vector<Tensor> keep) {
+        auto c = std::make_shared<Completion>();
+        c->keep = std::move(keep);
+        complete(c);
+        return c;
+    }
+    void complete(const std::shared_ptr<Completion>& c) {
+        CUDA_CHECK(cudaEventRecord(c->done, stream));
+        c->issued = true;
+        in_flight.push_back(c);
+    }
+
+    // Releases the tensors of finished operations (they finish in stream order).
+    void sweep() {
+        while (!in_flight.empty()) {
+            cudaError_t e = cudaEventQuery(in_flight.front()->done);
+            if (e == cudaErrorNotReady) return;
+            CUDA_CHECK(e);
+            in_flight.pop_front();
+        }
+    }
+
+    // Issues the queued send/recv as one group (see the header comment).
+    void flush() {
+        sweep();
+        if (queued.empty()) return;
+        NCCL_CHECK(ncclGroupStart());
+        for (const P2POp& op : queued) {
+            const ncclDataType_t t = nccl_type(op.t.dtype, false, op.send ? "send" : "recv");
+            if (op.send)
+                NCCL_CHECK(ncclSend(op.t.data(), (size_t)op.t.numel(), t, op.peer, comm, stream));
+            else
+                NCCL_CHECK(ncclRecv(op.t.data(), (size_t)op.t.numel(), t, op.peer, comm, stream));
+        }
+        NCCL_CHECK(ncclGroupEnd());
+        queued.clear();
+        complete(batch);
+        batch.reset();
+    }
+
+    // Host waits for the comm stream, checking for peer failures instead of hanging on a dead peer.
+    void sync() {
+        for (;;) {
+            cudaError_t e = cudaStreamQuery(stream);
+            if (e == cudaSuccess) break;
+            if (e != cudaErrorNotReady) CUDA_CHECK(e);
+            check_async_error();
+            std::this_thread::yield();
+        }
+        in_flight.clear();
+    }
+};
+
+// The handle of an operation: wait() orders compute after it, test() asks whether it is over.
+struct NcclPending : CommHandle::Pending {
+    std::shared_ptr<NcclState> st;
+    std::shared_ptr<Completion> c;
+    NcclPending(std::shared_ptr<NcclState> s, std::shared_ptr<Completion> comp)
+        : st(std::move(s)), c(std::move(comp)) {}
+    ~NcclPending() override {
+        // a dropped send/recv handle must still be issued, or its peer waits forever
+        if (!c->issued && std::uncaught_exceptions() == 0) {
+            try {
+                st->flush();
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "error: %s\n", e.what());
+            }
+        }
+    }
+    void wait() override {
+        if (!c->issued) st->flush();
+        st->check_async_error();
+        CUDA_CHECK(cudaStreamWaitEvent(kComputeStream, c->done, 0));
+        st->sweep();
+    }
+    bool test() override {
+        if (!c->issued) st->flush();
+        cudaError_t e = cudaEventQuery(c->done);
+        if (e == cudaErrorNotReady) {
+            st->check_async_error();
+            return false;
+        }
+        CUDA_CHECK(e);
+        st->sweep();
+        return true;
+    }
+};
+
+class NcclComm : public Comm {
+   public:
+    NcclComm(ncclComm_t c, std::string name) : st_(std::make_shared<NcclState>(c)) {
+        NCCL_CHECK(ncclCommUserRank(c, &rank_));
+        NCCL_CHECK(ncclCommCount(c, &size_));
+        name_ = std::move(name);
+    }
+    CommBackend backend() const override { return CommBackend::nccl; }
+
+    CommHandle all_reduce_async(Tensor& x, ReduceOp op) override {
+        check_device(x, "all_reduce");
+        const ncclDataType_t t = nccl_type(x.dtype, true, "all_reduce");
+        begin();
+        NCCL_CHECK(ncclAllReduce(x.data(), x.data(), (size_t)x.numel(), t, op == ReduceOp::sum ? ncclSum : ncclMax,
+                                 st_->comm, st_->stream));
+        record(CommOp::all_reduce, (double)x.nbytes());
+        return handle(st_->issued({x}));
+    }
+
+    CommHandle reduce_scatter_async(const Tensor& in, Tensor& out) override {
+        const int64_t M = in.numel();
+        check_pair(in, out, M, out.numel(), "reduce_scatter");
+        const ncclDataType_t t = nccl_type(in.dtype, true, "reduce_scatter");
+        begin();
+        if (M % size_ == 0) {
+            NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), (size_t)(M / size_), t, ncclSum, st_->comm,
+                                         st_->stream));
+            record(CommOp::reduce_scatter, (double)in.nbytes());
+            return handle(st_->issued({in, out}));
+        }
+        // every part padded to P elements; in place: this rank's padded part is where NCCL leaves the sum
+        const int64_t P = M / size_ + 1;
+        Tensor padded = Tensor::empty({size_ * P}, in.dtype, Device::cuda, Tag::comm);  // (K·P,)
+        for (int r = 0; r < size_; r++) copy_part(padded.flat(r * P, P), part_of(in, r));
+        Tensor mine = padded.flat(rank_ * P, P);  // (P,)
+        NCCL_CHECK(ncclReduceScatter(padded.data(), mine.data(), (size_t)P, t, ncclSum, st_->comm, st_->stream));
+        copy_part(out, mine.flat(0, out.numel()));
+        record(CommOp::reduce_scatter, (double)in.nbytes());
+        return handle(st_->issued({in, out, padded}));
+    }
+
+    CommHandle all_gather_async(const Tensor& in, Tensor& out) override {
+        const int64_t M = out.numel();
+        check_pair(in, out, M, in.numel(), "all_gather");
+        const ncclDataType_t t = nccl_type(in.dtype, false, "all_gather");
+        begin();
+        if (M % size_ == 0) {
+            NCCL_CHECK(ncclAllGather(in.data(), out.data(), (size_t)(M / size_), t, st_->comm, st_->stream));
+            record(CommOp::all_gather, (double)out.nbytes());
+            return handle(st_->issued({in, out}));
+        }
+        const int64_t P = M / size_ + 1;
+        Tensor padded = Tensor::empty({size_ * P}, in.dtype, Device::cuda, Tag::comm);  // (K·P,)
+        Tensor mine = padded.flat(rank_ * P, P);                                       // (P,)
+        copy_part(mine, in);
+        NCCL_CHECK(ncclAllGather(mine.data(), padded.data(), (size_t)P, t, st_->comm, st_->stream));
+        for (int r = 0; r < size_; r++) {
+            Tensor dst = part_of(out, r);
+            copy_part(dst, padded.flat(r * P, dst.numel()));
+        }
+        record(CommOp::all_gather, (double)out.nbytes());
+        return handle(st_->issued({in, out, padded}));
+    }
+
+    CommHandle broadcast_async(Tensor& x, int root) override {
+        check_device(x, "broadcast");
+        check_peer(root, "broadcast root");
+        const ncclDataType_t t = nccl_type(x.dtype, false, "broadcast");
+        begin();
+        NCCL_CHECK(ncclBroadcast(x.data(), x.data(), (size_t)x.numel(), t, root, st_->comm, st_->stream));
+        record(CommOp::broadcast, (double)x.nbytes());
+        return handle(st_->issued({x}));
+    }
+
+    // tag: NCCL has none, messages between two ranks match in posting order (see the header)
+    CommHandle send_async(const Tensor& x, int peer, int /*tag*/) override {
+        CommHandle h = queue(true, x, peer);
+        record(CommOp::send, (double)x.nbytes());
+        return h;
+    }
+    CommHandle recv_async(Tensor& x, int peer, int /*tag*/) override {
+        CommHandle h = queue(false, x, peer);
+        record(CommOp::recv, (double)x.nbytes());
+        return h;
+    }
+
+    CommHandle all_to_all_async(const Tensor& in, Tensor& out) override {
+        CHECK(in.numel() == out.numel() && in.numel() % size_ == 0,
+              "all_to_all: in (%lld) and out (%lld) must have the same numel, divisible by the group size %d",
+              (long long)in.numel(), (long long)out.numel(), size_);
+        const int64_t c = in.numel() / size_;
+        std::vector<int64_t> counts(size_, c), offs(size_);
+        for (int r = 0; r < size_; r++) offs[r] = r * c;
+        return all_to_all_v_async(in, counts, offs, out, counts, offs);
+    }
+
+    CommHandle all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& sc, const std::vector<int64_t>& so,
+                                  Tensor& out, const std::vector<int64_t>& rc,
+                                  const std::vector<int64_t>& ro) override {
+        check_device(in, "all_to_all_v");
+        check_device(out, "all_to_all_v");
+        CHECK((int)sc.size() == size_ && (int)so.size() == size_ && (int)rc.size() == size_ && (int)ro.size() == size_,
+              "all_to_all_v: counts and offsets need %d entries each (the group size)", size_);
+        CHECK(in.dtype == out.dtype, "all_to_all_v: in is %s, out is %s", dtype_name(in.dtype), dtype_name(out.dtype));
+        double sent = 0;
+        for (int r = 0; r < size_; r++) {
+            CHECK(sc[r] >= 0 && so[r] >= 0 && so[r] + sc[r] <= in.numel(),
+                  "all_to_all_v: send part %d [%lld, +%lld) is outside the input (%lld elements)", r, (long long)so[r],
+                  (long long)sc[r], (long long)in.numel());
+            CHECK(rc[r] >= 0 && ro[r] >= 0 && ro[r] + rc[r] <= out.numel(),
+                  "all_to_all_v: receive part %d [%lld, +%lld) is outside the output (%lld elements)", r,
+                  (long long)ro[r], (long long)rc[r], (long long)out.numel());
+            if (r != rank_) sent += (double)sc[r] * dtype_size(in.dtype);
+        }
+        const ncclDataType_t t = nccl_type(in.dtype, false, "all_to_all_v");
+        const size_t es = dtype_size(in.dtype);
+        begin();
+        // one send and one receive per peer, in one group so they all progress together; parts nobody
+        // sends are not written and keep their old values
+        const char* src = (const char*)in.data();
+        char* dst = (char*)out.data();
+        NCCL_CHECK(ncclGroupStart());
+        for (int r = 0; r < size_; r++) {
+            if (sc[r] > 0) NCCL_CHECK(ncclSend(src + so[r] * es, (size_t)sc[r], t, r, st_->comm, st_->stream));
+            if (rc[r] > 0) NCCL_CHECK(ncclRecv(dst + ro[r] * es, (size_t)rc[r], t, r, st_->comm, st_->stream));
+        }
+        NCCL_CHECK(ncclGroupEnd());
+        // counted as what really leaves this rank; for equal chunks that is (K-1)/K·M, the ring figure
+        counters_.calls[(int)CommOp::all_to_all] += 1;
+        counters_.bytes[(int)CommOp::all_to_all] += sent;
+        return handle(st_->issued({in, out}));
+    }
+
+    // An all-reduce of one float that every rank must join, then the host waits for it.
+    void barrier() override {
+        st_->flush();
+        NCCL_CHECK(ncclAllReduce(st_->scratch.data(), st_->scratch.data(), 1, ncclFloat32, ncclSum, st_->comm,
+                                 st_->stream));
+        st_->sync();
+        counters_.calls[(int)CommOp::barrier] += 1;
+    }
+
+    double all_reduce_scalar(double x, ReduceOp op) override {
+        st_->flush();
+        double* d = (double*)st_->scratch.data();
+        CUDA_CHECK(cudaMemcpyAsync(d, &x, sizeof x, cudaMemcpyHostToDevice, st_->stream));
+        NCCL_CHECK(ncclAllReduce(d, d, 1, ncclFloat64, op == ReduceOp::sum ? ncclSum : ncclMax, st_->comm,
+                                 st_->stream));
+        double r = 0;
+        CUDA_CHECK(cudaMemcpyAsync(&r, d, sizeof r, cudaMemcpyDeviceToHost, st_->stream));
+        st_->sync();
+        return r;
+    }
+
+    std::unique_ptr<Comm> split(int color, int key, const std::string& name) override {
+        CHECK(color >= 0, "split of %s: color %d must be >= 0 (every rank joins one group)", name_.c_str(), color);
+        st_->flush();  // program order: what was posted before the split goes first
+        ncclComm_t c = nullptr;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+        // ranks ordered by key, ties by rank in this communicator: MPI_Comm_split's rule
+        NCCL_CHECK(ncclCommSplit(st_->comm, color, key, &c, nullptr));
+#else
+        c = split_by_hand(color, key);
+#endif
+        return std::make_unique<NcclComm>(c, name);
+    }
+
+   private:
+    // every operation but send/recv: issue what is queued (program order), then wait for compute
+    void begin() {
+        st_->flush();
+        st_->after_compute();
+    }
+    CommHandle handle(std::shared_ptr<Completion> c) {
+        return CommHandle(std::make_unique<NcclPending>(st_, std::move(c)));
+    }
+
+    CommHandle queue(bool send, const Tensor& x, int peer) {
+        check_device(x, send ? "send" : "recv");
+        check_peer(peer, send ? "send peer" : "recv peer");
+        nccl_type(x.dtype, false, send ? "send" : "recv");  // checked now, not at the flush
+        st_->sweep();
+        st_->after_compute();  // the tensor is ready now; the comm stream waits for it before the batch
+        if (!st_->batch) st_->batch = std::make_shared<Completion>();
+        st_->batch->keep.push_back(x);
+        st_->queued.push_back({send, x, peer});
+        return CommHandle(std::make_unique<NcclPending>(st_, st_->batch));
+    }
+
+    // rank r's part of a flat buffer (comm.hpp's rule), a view
+    Tensor part_of(const Tensor& flat, int r) const {
+        const int64_t M = flat.numel();
+        return flat.flat(part_start(M, size_, r), part_count(M, size_, r));
+    }
+
+    // part of a padded buffer <-> part of a flat one, on the comm stream; a short part's padding is zeroed
+    // so the padded elements hold defined values
+    void copy_part(const Tensor& dst, const Tensor& src) {
+        CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice, st_->stream));
+        if (dst.nbytes() > src.nbytes())
+            CUDA_CHECK(cudaMemsetAsync((char*)dst.data() + src.nbytes(), 0, dst.nbytes() - src.nbytes(), st_->stream));
+    }
+
+    void check_device(const Tensor& t, const char* what) const {
+        CHECK(t.device() == Device::cuda,
+              "%s on %s: the NCCL backend moves GPU tensors only, this one is on %s (use --comm mpi for host tensors)",
+              what, name_.c_str(), device_name(t.device()));
+    }
+    // reduce_scatter / all_gather: both on the GPU, one dtype, and `part` is this rank's part of M
+    void check_pair(const Tensor& in, const Tensor& out, int64_t M, int64_t part, const char* what) const {
+        check_device(in, what);
+        check_device(out, what);
+        CHECK(in.dtype == out.dtype, "%s: in is %s, out is %s", what, dtype_name(in.dtype), dtype_name(out.dtype));
+        CHECK(part == part_count(M, size_, rank_),
+              "%s on %s: rank %d's part of %lld elements over %d ranks has %lld elements, got %lld", what,
+              name_.c_str(), rank_, (long long)M, size_, (long long)part_count(M, size_, rank_), (long long)part);
+    }
+    void check_peer(int peer, const char* what) const {
+        CHECK(peer >= 0 && peer < size_, "%s %d is not a rank of %s (size %d)", what, peer, name_.c_str(), size_);
+    }
+
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
+    // NCCL before 2.18 has no ncclCommSplit: an all-gather tells every rank every (color, key), the first
+    // rank of each new group makes its unique id, and a second all-gather hands the ids round.
+    ncclComm_t split_by_hand(int color, int key) {
+        const std::vector<int32_t> ck = all_gather_ints({color, key});  // (K·2,) color and key of each rank
+        auto before = [&](int a, int b) {  // a comes before b in the new group
+            return ck[2 * a + 1] < ck[2 * b + 1] || (ck[2 * a + 1] == ck[2 * b + 1] && a < b);
+        };
+        int new_rank = 0, new_size = 0, leader = -1;
+        for (int r = 0; r < size_; r++) {
+            if (ck[2 * r] != color) continue;
+            new_size++;
+            if (before(r, rank_)) new_rank++;
+            if (leader < 0 || before(r, leader)) leader = r;
+        }
+        ncclUniqueId id;
+        std::memset(&id, 0, sizeof id);
+        if (leader == rank_) NCCL_CHECK(ncclGetUniqueId(&id));
+        std::vector<int32_t> mine(sizeof id / sizeof(int32_t));
+        std::memcpy(mine.data(), &id, sizeof id);
+        const std::vector<int32_t> ids = all_gather_ints(mine);  // (K·32,) the leaders' ids, zeros elsewhere
+        std::memcpy(&id, ids.data() + leader * mine.size(), sizeof id);
+        ncclComm_t c = nullptr;
+        NCCL_CHECK(ncclCommInitRank(&c, new_size, id, new_rank));
+        return c;
+    }
+    std::vector<int32_t> all_gather_ints(const std::vector<int32_t>& mine) {
+        const int64_t n = (int64_t)mine.size();
+        Tensor all = Tensor::empty({size_ * n}, DType::i32, Device::cuda, Tag::comm);  // (K·n,)
+        Tensor part = all.flat(rank_ * n, n);
+        CUDA_CHECK(cudaMemcpyAsync(part.data(), mine.data(), part.nbytes(), cudaMemcpyHostToDevice, st_->stream));
+        NCCL_CHECK(ncclAllGather(part.data(), all.data(), (size_t)n, ncclInt32, st_->comm, st_->stream));
+        st_->sync();
+        return all.to_host_i32();
+    }
+#endif
+
+    std::shared_ptr<NcclState> st_;
+};
+
+// The GPU of this process: the node-local rank picks it, so the ranks of a node use different GPUs. The
+// modulo serves launchers that show each process only its own GPU (local rank 3 sees one device, 0).
+int choose_device() {
+    int n = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&n));
+    CHECK(n > 0, "--comm nccl needs a GPU, and none is visible");
+    const int dev = local_rank() % n;
+    int current = 0;
+    CUDA_CHECK(cudaGetDevice(&current));
+    CHECK(current == dev || mem_stats(Device::cuda).total_current == 0,
+          "the NCCL world communicator must be made before any tensor is put on a GPU: rank %d needs GPU %d, "
+          "but tensors already live on GPU %d", world_rank(), dev, current);
+    CUDA_CHECK(cudaSetDevice(dev));
+    return dev;
+}
+
+}  // namespace
+
+std::unique_ptr<Comm> make_nccl_world_comm() {
+    const int dev = choose_device();
+    const int rank = world_rank(), size = world_size();
+    // rank 0 makes the id (it also opens the socket the others connect to) and MPI hands it round
+    ncclUniqueId id;
+    if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+#if defined(PENTA_MPI)
+    if (mpi_enabled()) MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+#endif
+    ncclComm_t c = nullptr;
+    const ncclResult_t r = ncclCommInitRank(&c, size, id, rank);
+    CHECK(r == ncclSuccess,
+          "ncclCommInitRank (rank %d of %d on GPU %d): %s: %s. NCCL needs one GPU per process; to share GPUs "
+          "between ranks use --comm mpi", rank, size, dev, ncclGetErrorString(r), ncclGetLastError(nullptr));
+    return std::make_unique<NcclComm>(c, "world");
+}
+
+}  // namespace penta
+#endif  // PENTA_NCCL
