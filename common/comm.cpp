@@ -36,7 +36,7 @@ CommBackend parse_comm_backend(const std::string& v, Device device) {
 // The ring algorithm: an all-reduce is a reduce-scatter then an all-gather, each moving K-1 of the K
 // parts through every rank. Broadcast and send move the buffer once; all-to-all keeps 1/K at home.
 double ring_bytes(CommOp op, int K, double M) {
-    if (K <= 1) return op == CommOp::send || op == CommOp::recv ? M : 0.0;
+    if (K <= 1) return op == CommOp::send ? M : 0.0;  // recv is never counted (see below)
     const double f = double(K - 1) / K;
     switch (op) {
         case CommOp::all_reduce: return 2 * f * M;
@@ -74,40 +74,51 @@ CommCounters CommCounters::operator-(const CommCounters& o) const {
 
 namespace {
 
-// The group of one rank (a build without MPI, or a run without mpirun on the NCCL-less path): every
-// collective is a copy or nothing, and nothing is counted, since nothing leaves the rank.
+// The group of one rank (a build without MPI, or a parallel axis of size 1): every collective is a copy or
+// nothing. Calls are counted, bytes are not (nothing leaves the rank), as the MPI backend counts a group
+// of one, so a chapter's counters read the same in an MPI=0 build.
 class SelfComm : public Comm {
    public:
     explicit SelfComm(std::string name) { name_ = std::move(name); }
     CommBackend backend() const override { return CommBackend::mpi; }
-    CommHandle all_reduce_async(Tensor&, ReduceOp) override { return {}; }
-    CommHandle reduce_scatter_async(const Tensor& in, Tensor& out) override { return copy_all(in, out); }
-    CommHandle all_gather_async(const Tensor& in, Tensor& out) override { return copy_all(in, out); }
-    CommHandle broadcast_async(Tensor&, int root) override {
+    CommHandle all_reduce_async(Tensor& x, ReduceOp) override {
+        record(CommOp::all_reduce, (double)x.nbytes());
+        return {};
+    }
+    CommHandle reduce_scatter_async(const Tensor& in, Tensor& out) override {
+        return copy_all(CommOp::reduce_scatter, in, out);
+    }
+    CommHandle all_gather_async(const Tensor& in, Tensor& out) override { return copy_all(CommOp::all_gather, in, out); }
+    CommHandle broadcast_async(Tensor& x, int root) override {
         CHECK(root == 0, "broadcast root %d is not a rank of %s (size 1)", root, name_.c_str());
+        record(CommOp::broadcast, (double)x.nbytes());
         return {};
     }
     CommHandle send_async(const Tensor&, int peer, int) override { FAIL("send to %d on a group of one rank", peer); }
     CommHandle recv_async(Tensor&, int peer, int) override { FAIL("recv from %d on a group of one rank", peer); }
-    CommHandle all_to_all_async(const Tensor& in, Tensor& out) override { return copy_all(in, out); }
+    CommHandle all_to_all_async(const Tensor& in, Tensor& out) override { return copy_all(CommOp::all_to_all, in, out); }
     CommHandle all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& sc, const std::vector<int64_t>& so,
                                   Tensor& out, const std::vector<int64_t>& rc, const std::vector<int64_t>& ro) override {
         CHECK(sc.size() == 1 && so.size() == 1 && rc.size() == 1 && ro.size() == 1 && sc[0] == rc[0],
               "all_to_all_v on one rank: one count and offset each, send count == receive count");
         Tensor dst = out.flat(ro[0], rc[0]);
         copy(dst, in.flat(so[0], sc[0]));
+        record(CommOp::all_to_all, 0.0);
         return {};
     }
-    void barrier() override {}
+    void barrier() override { record(CommOp::barrier, 0.0); }
     double all_reduce_scalar(double x, ReduceOp) override { return x; }
     std::unique_ptr<Comm> split(int, int, const std::string& name) override { return std::make_unique<SelfComm>(name); }
 
    private:
-    CommHandle copy_all(const Tensor& in, Tensor& out) {
-        CHECK(in.numel() == out.numel(), "on one rank the part is the whole: in %lld vs out %lld elements",
-              (long long)in.numel(), (long long)out.numel());
-        Tensor o = out.flat(0, out.numel());
-        copy(o, in.flat(0, in.numel()));
+    CommHandle copy_all(CommOp op, const Tensor& in, Tensor& out) {
+        CHECK(in.numel() == out.numel(), "%s on one rank: the part is the whole: in %lld vs out %lld elements",
+              comm_op_name(op), (long long)in.numel(), (long long)out.numel());
+        if (in.data() != out.data()) {  // in place (the part is a view of the whole) is already done
+            Tensor o = out.flat(0, out.numel());
+            copy(o, in.flat(0, in.numel()));
+        }
+        record(op, (double)out.nbytes());
         return {};
     }
 };

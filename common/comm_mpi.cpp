@@ -35,6 +35,18 @@ struct Staged {
     }
 };
 
+// MPI forbids a collective's input and output to overlap (MPICH checks it: "Buffers must not be
+// aliased"; Open MPI 4.1 happens to tolerate it), but ZeRO keeps a rank's shard inside the full flat
+// buffer: all-gather from a view of the output (done with MPI_IN_PLACE, no copy) and reduce-scatter into
+// a view of the input. The input that MPI reads: the host tensor itself, a host copy of a device tensor,
+// or, when it overlaps the output, a copy set aside (Tag::comm, so the memory table shows its cost).
+Tensor input_buffer(const Tensor& in, const Tensor& out) {
+    const bool overlap = in.buf == out.buf && in.device() == Device::cpu &&
+                         (const char*)in.data() < (const char*)out.data() + out.nbytes() &&
+                         (const char*)out.data() < (const char*)in.data() + in.nbytes();
+    return overlap ? in.clone(Device::cpu, Tag::comm) : Staged(in, true).host;
+}
+
 // The state of one in-flight operation: requests, the buffers they use, and the count arrays MPI reads
 // until completion (the non-blocking vector collectives keep pointers to them).
 struct MpiPending : CommHandle::Pending {
@@ -107,7 +119,7 @@ class MpiComm : public Comm {
         check_part(M, out.numel(), "reduce_scatter");
         CHECK(in.dtype == out.dtype, "reduce_scatter: in is %s, out is %s", dtype_name(in.dtype), dtype_name(out.dtype));
         auto p = std::make_unique<MpiPending>();
-        p->keep.push_back(Staged(in, true).host);
+        p->keep.push_back(input_buffer(in, out));
         p->outputs.emplace_back(out, false);
         for (int r = 0; r < size_; r++) p->counts.push_back(to_int(part_count(M, size_, r), "reduce_scatter"));
         p->reqs.resize(1);
@@ -122,7 +134,10 @@ class MpiComm : public Comm {
         check_part(M, in.numel(), "all_gather");
         CHECK(in.dtype == out.dtype, "all_gather: in is %s, out is %s", dtype_name(in.dtype), dtype_name(out.dtype));
         auto p = std::make_unique<MpiPending>();
-        p->keep.push_back(Staged(in, true).host);
+        // the part already in its place in the output (ZeRO's shard of the flat buffer): MPI_IN_PLACE
+        const bool in_place = in.buf == out.buf && out.device() == Device::cpu &&
+                              in.data() == (char*)out.data() + part_start(M, size_, rank_) * dtype_size(out.dtype);
+        if (!in_place) p->keep.push_back(input_buffer(in, out));
         p->outputs.emplace_back(out, false);
         for (int r = 0; r < size_; r++) {
             p->counts.push_back(to_int(part_count(M, size_, r), "all_gather"));
@@ -130,8 +145,8 @@ class MpiComm : public Comm {
         }
         const MPI_Datatype t = mpi_type(in.dtype, false);
         p->reqs.resize(1);
-        MPI_CHECK(MPI_Iallgatherv(p->keep[0].data(), (int)in.numel(), t, p->outputs[0].host.data(), p->counts.data(),
-                                  p->displs.data(), t, comm_, &p->reqs[0]));
+        MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : p->keep[0].data(), (int)in.numel(), t,
+                                  p->outputs[0].host.data(), p->counts.data(), p->displs.data(), t, comm_, &p->reqs[0]));
         record(CommOp::all_gather, (double)out.nbytes());
         return CommHandle(std::move(p));
     }
@@ -200,7 +215,7 @@ class MpiComm : public Comm {
             p->displs2.push_back(to_int(ro[r], "all_to_all_v"));
             if (r != rank_) sent += (double)sc[r] * dtype_size(in.dtype);
         }
-        p->keep.push_back(Staged(in, true).host);
+        p->keep.push_back(input_buffer(in, out));
         p->outputs.emplace_back(out, true);  // parts nobody sends keep their old values
         const MPI_Datatype t = mpi_type(in.dtype, false);
         p->reqs.resize(1);

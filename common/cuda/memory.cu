@@ -20,6 +20,13 @@ int device_count() {
     return n;
 }
 
+// One GPU per rank on a node: local rank r takes device r mod count (several ranks share a GPU when there
+// are more ranks than GPUs, which the MPI backend allows). Called once by runtime_init.
+void select_device(int local_rank) {
+    int n = device_count();
+    if (n > 0) CUDA_CHECK(cudaSetDevice(local_rank % n));
+}
+
 void* device_malloc(size_t bytes) {
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, bytes);
