@@ -8,6 +8,7 @@
 // (`build/bin/tests -ts='ch01 np1'`).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "model_config.hpp"
 
@@ -111,6 +112,68 @@ constexpr int64_t playbook_activation_bytes_per_layer(Recompute r, int64_t s, in
         case Recompute::full: return 2 * s * b * h;
     }
     return 0;
+}
+
+// ---- tensor and sequence parallelism (chapters 04, 05) -------------------------------------------------
+
+// Elements one decoder layer's TP boundaries send per micro-batch of s·b tokens, forward + backward, by
+// the ring accounting of Comm's counters. TP: g all-reduces the (s b, h) output of attention and of the MLP
+// in forward, f the two input gradients in backward: 4 all-reduces of 2(t-1)/t · s b h. SP replaces each
+// all-reduce by an all-gather + reduce-scatter pair of (t-1)/t · s b h each: the same total. Half of it is
+// sent in forward, half in backward.
+constexpr double tp_layer_comm_elements(int64_t t, int64_t s, int64_t b, int64_t h) {
+    return 8.0 * (double)(t - 1) / (double)t * (double)(s * b * h);
+}
+
+// Bytes one layer's norm / residual regions keep for backward (LayerActs x_in and x_mid (N, h), attn_rstd
+// and mlp_rstd (N) f32): sequence parallelism keeps only this rank's N / sp tokens (sp = 1 without SP).
+constexpr int64_t llama_norm_region_activation_bytes(int64_t B, int64_t T, int64_t h, int64_t sp = 1,
+                                                     int64_t bytes = 4) {
+    return B * T / sp * (2 * h * bytes + 2 * 4);
+}
+
+// ---- ZeRO (chapter 03) ------------------------------------------------------------------------------
+
+// Elements rank r of N holds when each unit of the flat buffer (embedding, every layer, head; their numels
+// in unit_numels) is cut into N parts, the first n % N of them one element longer — no padding
+// (03_zero/zero_shard.hpp). Sums to Ψ over the ranks; exactly Ψ/N when N divides every unit.
+inline int64_t zero_shard_numel(const std::vector<int64_t>& unit_numels, int N, int r) {
+    int64_t s = 0;
+    for (int64_t n : unit_numels) s += n / N + (r < n % N ? 1 : 0);
+    return s;
+}
+
+// Model-state bytes on one rank in fp32 training, S = zero_shard_numel(...) (stage 0 = plain DP):
+//   stage 0: 4Ψ + 4Ψ + 8Ψ    ZeRO-1: 4Ψ + 4Ψ + 8S    ZeRO-2: 4Ψ + 4S + 8S    ZeRO-3: 4S + 4S + 8S
+// No master copy: AdamW updates the fp32 weights themselves. Transient buffers (gathered units, per-unit
+// gradient buffers) are not model state: ch03 tags them Tag::comm.
+constexpr ModelStateBytes zero_model_state_bytes_fp32(int stage, int64_t psi, int64_t S) {
+    return {4 * (stage >= 3 ? S : psi), 4 * (stage >= 2 ? S : psi), 0, 8 * (stage >= 1 ? S : psi)};
+}
+
+// The playbook's bf16 mixed-precision version, 2Ψ + 2Ψ + kΨ with k = 12 (fp32 master 4 + Adam 8), each
+// term divided by N once its stage shards it: ZeRO-1 2Ψ + 2Ψ + 12Ψ/N, ZeRO-2 2Ψ + (2 + 12)Ψ/N,
+// ZeRO-3 (2 + 2 + 12)Ψ/N. Ψ/N rounded down (the playbook's figures assume N divides Ψ).
+constexpr ModelStateBytes zero_model_state_bytes_bf16_mixed(int stage, int64_t psi, int64_t N) {
+    const int64_t part = psi / N;
+    return {2 * (stage >= 3 ? part : psi), 2 * (stage >= 2 ? part : psi), 4 * (stage >= 1 ? part : psi),
+            8 * (stage >= 1 ? part : psi)};
+}
+
+// Bytes one rank sends per optimizer step under ZeRO, by the ring accounting of comm.hpp (each collective
+// counts (N-1)/N of its buffer). Write P = (N-1)/N · elem_bytes · Ψ, A = grad_accum:
+//   ZeRO-1  reduce-scatter of the gradients once + all-gather of the updated weights        2P
+//   ZeRO-2  a reduce-scatter in every micro-batch's backward + the all-gather               (A + 1)P
+//   ZeRO-3  per micro-batch: all-gather in forward (P) + all-gather in backward + reduce-scatter (P);
+//           the backward gathers every unit but an UNTIED embedding, whose backward reads no weights:
+//           A (3P - (N-1)/N · elem_bytes · E), E = V h untied, 0 tied (the head re-reads a tied table)
+// So without accumulation ZeRO-3 / ZeRO-1 = 3/2 exactly for a tied model: the playbook's 3Ψ vs 2Ψ.
+inline double zero_step_bytes(int stage, int64_t psi, int64_t embedding, bool tied, int64_t A, int N,
+                              int64_t elem_bytes = 4) {
+    const double f = N > 1 ? double(N - 1) / N * (double)elem_bytes : 0.0;
+    if (stage <= 1) return 2 * f * (double)psi;
+    if (stage == 2) return (double)(A + 1) * f * (double)psi;
+    return (double)A * (2 * f * (double)psi + f * (double)(psi - (tied ? 0 : embedding)));
 }
 
 }  // namespace penta

@@ -28,10 +28,13 @@ Model::Model(const LlamaConfig& cfg, Device device, uint64_t seed, const ModelOp
     : cfg_(cfg),
       opt_(opt),
       device_(device),
+      seed_(seed),
       layout_(ParamLayout::build(cfg, opt.tp, opt.tp_rank, opt.slice)) {
-    params_ = Tensor::empty({layout_.numel}, DType::f32, device_, Tag::params);
-    grads_ = Tensor::zeros({layout_.numel}, DType::f32, device_, Tag::grads);
-    init_params(layout_, seed, params_);
+    if (opt.resident_params) {
+        params_ = Tensor::empty({layout_.numel}, DType::f32, device_, Tag::params);
+        init_params(layout_, seed, params_);
+    }
+    if (opt.resident_grads) grads_ = Tensor::zeros({layout_.numel}, DType::f32, device_, Tag::grads);
     default_tp_ = std::make_unique<IdentityBoundary>();
     default_attn_ = std::make_unique<LocalAttention>(opt.attention);
     default_mlp_ = std::make_unique<DenseSwiGLU>();
@@ -46,7 +49,9 @@ Model::Model(const LlamaConfig& cfg, Device device, uint64_t seed, const ModelOp
     loss_ = default_loss_.get();
 }
 
-void Model::zero_grads() { fill(grads_, 0.0f); }
+void Model::zero_grads() {
+    if (grads_.defined()) fill(grads_, 0.0f);  // else the gradient sink owns (and zeroes) them
+}
 
 Tensor Model::tensor_view(const Tensor& unit_flat, int tensor) const {
     const ParamTensor& t = layout_.tensors[tensor];
@@ -250,6 +255,10 @@ MicroBatchActs Model::run_forward(Pass pass, const Tensor& tokens, const Tensor&
         CHECK(global_tokens > 0, "global token count %g must be positive", global_tokens);
     }
 
+    CHECK(params_.defined() || params_src_ != default_params_.get(),
+          "model built with resident_params = false needs a ParamProvider (set_param_provider)");
+    CHECK(pass != Pass::train || grads_.defined() || sink_ != default_sink_.get(),
+          "model built with resident_grads = false needs a GradientSink (set_gradient_sink) to train");
     const bool train = pass == Pass::train;
     const Tag keep = train ? Tag::activations : Tag::workspace;
     // full recomputation keeps only block inputs: the rest of the block is transient

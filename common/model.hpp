@@ -29,6 +29,9 @@ struct ModelOptions {
     AttentionKernel attention = AttentionKernel::flash;
     int tp = 1, tp_rank = 0;
     PipelineSlice slice;
+    // false: no full flat parameter / gradient buffer on this rank (params() / grads() stay undefined);
+    // a ParamProvider / GradientSink must then serve them: ZeRO-3's gathered units, ZeRO-2's shard (ch03)
+    bool resident_params = true, resident_grads = true;
 };
 
 // What one decoder layer keeps for backward (N = B T tokens; widths local to a TP rank). With
@@ -76,6 +79,7 @@ class Model {
     // name, unit, offset, shape, decay of every tensor: for the optimizer and checkpoints
     const std::vector<ParamTensor>& tensors() const { return layout_.tensors; }
     Device device() const { return device_; }
+    uint64_t seed() const { return seed_; }  // what init_params was (or a shard's owner must be) keyed by
     int64_t n_params() const { return layout_.numel; }  // held here (a TP/PP shard holds a part)
     Tensor& params() { return params_; }
     Tensor& grads() { return grads_; }
@@ -127,6 +131,7 @@ class Model {
     LlamaConfig cfg_;
     ModelOptions opt_;
     Device device_;
+    uint64_t seed_;
     ParamLayout layout_;
     Tensor params_, grads_;  // (n_params) flat, Tag::params / Tag::grads
 

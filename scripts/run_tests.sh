@@ -7,7 +7,8 @@
 # Test suites are named "chNN npK": chapter NN, run on K ranks. The binary reduces each test's outcome
 # over its ranks and prints "N passed, N failed, N skipped"; this script adds those up over the world
 # sizes and ends with "total: N passed, N failed, N skipped". It fails if any test failed, or a run died
-# or printed no summary. MPIRUN comes from the Makefile (as root: --allow-run-as-root; --oversubscribe).
+# or printed no summary. Chapter 02 (and the whole run) also runs tests/abort_test.sh, whose summary line
+# is added the same way. MPIRUN comes from the Makefile (as root: --allow-run-as-root; --oversubscribe).
 set -uo pipefail
 bin=${1:?usage: run_tests.sh TEST_BINARY [CHAPTER]}
 ch=${2:-}
@@ -33,24 +34,36 @@ fi
 
 start=$(date +%s)
 tp=0 tf=0 ts=0 bad=0
+# adds the "N passed, N failed, N skipped" line of log $3 to the totals; $1 names the run, $2 is its status
+count() {
+    local line p f s
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$3" | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "run_tests: $1 exited with status $2 and printed no summary" >&2
+        bad=1
+        return
+    fi
+    read -r p _ f _ s _ <<<"${line//,/}"
+    tp=$((tp + p)) tf=$((tf + f)) ts=$((ts + s))
+    [ "$2" != 0 ] && [ "$f" = 0 ] && { echo "run_tests: $1 exited with status $2" >&2; bad=1; }
+}
 for k in $sizes; do
     filter=$(grep -E " np$k\$" <<<"$suites" | paste -sd, -)
     echo "=== $k rank(s): $filter"
     if [ "${MPI:-1}" = 0 ]; then cmd=("$bin"); else cmd=($mpirun_cmd -np "$k" "$bin"); fi
     log=$(mktemp)
     timeout 900 "${cmd[@]}" --no-colors -ts="$filter" 2>&1 | tee "$log"
-    rc=${PIPESTATUS[0]}
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -n 1)
+    count "the $k-rank run" "${PIPESTATUS[0]}" "$log"
     rm -f "$log"
-    if [ -z "$line" ]; then
-        echo "run_tests: the $k-rank run exited with status $rc and printed no summary" >&2
-        bad=1
-        continue
-    fi
-    read -r p _ f _ s _ <<<"${line//,/}"
-    tp=$((tp + p)) tf=$((tf + f)) ts=$((ts + s))
-    [ "$rc" != 0 ] && [ "$f" = 0 ] && { echo "run_tests: the $k-rank run exited with status $rc" >&2; bad=1; }
 done
+# chapter 02's failing-rank test is a script (it starts its own 4-rank job): tests/abort_test.sh
+if [ -z "$ch" ] || [ "$ch" = 02 ]; then
+    echo "=== abort test: tests/abort_test.sh"
+    log=$(mktemp)
+    MPIRUN="$mpirun_cmd" bash "$(dirname "$0")/../tests/abort_test.sh" "$(dirname "$bin")" 2>&1 | tee "$log"
+    count "tests/abort_test.sh" "${PIPESTATUS[0]}" "$log"
+    rm -f "$log"
+fi
 echo "tests took $(( $(date +%s) - start )) s"
 echo "total: $tp passed, $tf failed, $ts skipped"
 [ "$tf" = 0 ] && [ "$bad" = 0 ]

@@ -1,0 +1,180 @@
+// data_parallel.cpp — naive and bucketed data parallelism, no_sync; see data_parallel.hpp.
+//
+// Playbook: "Data parallelism" (first optimisation: overlap the all-reduce with backward; second:
+// bucketing; third: interplay with gradient accumulation). Run:
+//   mpirun -np 2 build/bin/02_data_parallel --dp 2 --dp-mode naive
+//   mpirun -np 2 build/bin/tests -ts='ch02 np2' -tc='*data parallel*'
+#include "data_parallel.hpp"
+
+#include <chrono>
+#include <limits>
+
+namespace penta {
+
+namespace {
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
+
+DpMode parse_dp_mode(const std::string& v) {
+    if (v == "naive") return DpMode::naive;
+    CHECK(v == "bucketed", "--dp-mode %s must be naive or bucketed", v.c_str());
+    return DpMode::bucketed;
+}
+
+const char* dp_mode_name(DpMode m) { return m == DpMode::naive ? "naive" : "bucketed"; }
+
+void check_data_parallel_only(const TrainConfig& cfg, int world_size, const char* chapter) {
+    CHECK(cfg.dp == world_size, "--dp %ld must equal the number of ranks %d (%s is data parallel only: mpirun -np %ld)",
+          (long)cfg.dp, world_size, chapter, (long)cfg.dp);
+    CHECK(cfg.tp == 1 && cfg.pp == 1 && cfg.cp == 1 && cfg.ep == 1 && !cfg.sp,
+          "%s is data parallel only: --tp, --pp, --cp, --ep must be 1 and --sp off (later chapters add them)", chapter);
+}
+
+BatchPlan data_parallel_plan(const TrainConfig& cfg, Comm& dp) {
+    BatchPlan p;
+    p.seq = cfg.seq;
+    p.micro_batch = cfg.micro_batch;
+    p.grad_accum = cfg.grad_accum;
+    p.global_batch = dp.size() * cfg.micro_batch * cfg.grad_accum;
+    p.first_row = dp.rank() * cfg.micro_batch * cfg.grad_accum;
+    p.reduce_sum = [&dp](double x) { return dp.all_reduce_scalar(x); };
+    return p;
+}
+
+double dp_bytes_per_step_formula(int K, double gradient_bytes) { return 2.0 * (K - 1) / K * gradient_bytes; }
+
+std::vector<GradBucket> plan_buckets(const ParamLayout& layout, double bucket_mb, int64_t bytes_per_element) {
+    const double cap = bucket_mb * 1024 * 1024;
+    std::vector<GradBucket> buckets;
+    bool open = false;
+    // backward finishes the head first and the embedding last: walk the units in that order
+    for (int u = layout.head_unit(); u >= 0; u--) {
+        const ParamUnit& unit = layout.units[u];
+        if (!unit.present() || unit.numel == 0) continue;
+        if (!open) buckets.push_back({u, u, 0, unit.offset + unit.numel, 0});  // empty, ending where u ends
+        GradBucket& b = buckets.back();
+        // walking downwards, a bucket grows towards lower offsets: units are layer-major and contiguous
+        CHECK(unit.offset + unit.numel == b.offset,
+              "unit %d (%s) does not end where the bucket starts: the flat buffer is not layer-major", u,
+              unit.name.c_str());
+        b.first_unit = u;
+        b.units += 1;
+        b.offset = unit.offset;
+        b.numel += unit.numel;
+        open = (double)b.numel * bytes_per_element < cap;
+    }
+    return buckets;
+}
+
+DataParallelHooks::DataParallelHooks(Model& model, AdamW& optim, Comm& dp, DataParallelOptions opt)
+    : model_(model), optim_(optim), dp_(dp), opt_(opt) {
+    CHECK(model.grads().defined(), "data parallelism all-reduces the model's whole flat gradient buffer, and this "
+                                   "model has none (ModelOptions::resident_grads is off: use ZeRO's hooks)");
+    const ParamLayout& layout = model.layout();
+    // naive: one "bucket" of everything, sent after backward by finish_gradients
+    buckets_ = plan_buckets(layout, opt.mode == DpMode::naive ? std::numeric_limits<double>::infinity() : opt.bucket_mb,
+                            dtype_size(model.grads().dtype));
+    bucket_of_unit_.assign(layout.units.size(), -1);
+    for (size_t b = 0; b < buckets_.size(); b++)
+        for (int u = buckets_[b].first_unit; u <= buckets_[b].last_unit; u++)
+            if (layout.units[u].numel > 0) bucket_of_unit_[u] = (int)b;
+    ready_in_bucket_.assign(buckets_.size(), 0);
+    target_ = model.grads();
+    model.set_gradient_sink(this);
+}
+
+DataParallelHooks::~DataParallelHooks() {
+    model_.set_gradient_sink(nullptr);  // back to the model's own buffer
+}
+
+Tensor DataParallelHooks::grads(int unit) {
+    const ParamUnit& u = model_.layout().units[unit];
+    return target_.flat(u.offset, u.numel);
+}
+
+void DataParallelHooks::begin_step() {
+    stats_ = DpStepStats{};
+    counters_at_begin_ = dp_.counters();
+}
+
+// Under accumulation with no_sync, micro-batches before the last add into the flat buffer without a
+// word to the other ranks: the all-reduce of the final sum is the all-reduce of every micro-batch at once.
+// Without no_sync every micro-batch is reduced as it finishes. Reducing the ACCUMULATED buffer each time
+// would count the micro-batches already reduced K times over (every rank holds their sum, and the
+// all-reduce adds K copies of it), so a micro-batch after the first accumulates into its own zeroed
+// buffer (fresh_), which is reduced and then added in: correct, at the price of a second gradient buffer and grad_accum times
+// the bytes — the cost no_sync avoids.
+void DataParallelHooks::before_backward(int64_t a, bool last) {
+    if (a > 0) end_micro_batch();
+    communicate_ = last || !opt_.no_sync;
+    if (a == 0 || opt_.no_sync) {
+        target_ = model_.grads();  // zeroed by the step: fresh and accumulated are the same
+    } else {
+        if (!fresh_.defined()) fresh_ = Tensor::zeros(model_.grads().shape, model_.grads().dtype, model_.device(), Tag::grads);
+        fill(fresh_, 0.0f);
+        target_ = fresh_;
+    }
+    std::fill(ready_in_bucket_.begin(), ready_in_bucket_.end(), 0);
+    in_backward_ = true;
+}
+
+void DataParallelHooks::layer_grads_ready(int unit) {
+    if (!communicate_ || opt_.mode == DpMode::naive) return;
+    observe_completions();  // an MPI call between layers: lets the buckets already sent make progress
+    const int b = bucket_of_unit_[unit];
+    const GradBucket& bucket = buckets_[b];
+    // a tied embedding receives the head's contribution first and its own last: its unit (and so its
+    // bucket) is final only when the model calls this for the embedding, after embed_backward
+    if (++ready_in_bucket_[b] == bucket.units) start(target_.flat(bucket.offset, bucket.numel));
+}
+
+void DataParallelHooks::finish_gradients() {
+    end_micro_batch();
+    stats_.bytes = (dp_.counters() - counters_at_begin_).total_bytes();
+}
+
+double DataParallelHooks::optimizer_step(float lr, float grad_clip) { return optim_.step(lr, grad_clip); }
+
+void DataParallelHooks::start(const Tensor& slice) {
+    const double t0 = now_s();
+    Tensor x = slice;
+    pending_.push_back({dp_.all_reduce_async(x), (double)x.nbytes()});  // SUM: the loss is already / global tokens
+    stats_.comm_s += now_s() - t0;
+    stats_.all_reduces += 1;
+    stats_.started_in_backward += in_backward_ ? 1 : 0;
+    stats_.reduced_bytes += (double)x.nbytes();
+}
+
+void DataParallelHooks::observe_completions() {
+    const double t0 = now_s();
+    std::vector<InFlight> still;
+    for (InFlight& p : pending_) {
+        if (p.handle.test()) stats_.hidden_bytes += p.bytes;  // done, and backward is still running
+        else still.push_back(std::move(p));
+    }
+    pending_ = std::move(still);
+    stats_.comm_s += now_s() - t0;
+}
+
+void DataParallelHooks::end_micro_batch() {
+    in_backward_ = false;
+    if (communicate_) {
+        // naive: the whole buffer now; bucketed: every bucket was started during backward
+        if (opt_.mode == DpMode::naive) start(target_.flat(0, target_.numel()));
+        // exposed time: backward is over, nothing left to overlap with
+        const double t0 = now_s();
+        for (InFlight& p : pending_) p.handle.wait();
+        pending_.clear();
+        const double waited = now_s() - t0;
+        stats_.comm_s += waited;
+        stats_.exposed_s += waited;
+        communicate_ = false;
+    }
+    if (target_.data() != model_.grads().data()) {
+        Tensor g = model_.grads();
+        add_inplace(g, target_);  // this micro-batch's reduced gradients join the accumulated sum
+        target_ = model_.grads();
+    }
+}
+
+}  // namespace penta

@@ -1,0 +1,125 @@
+// data_parallel.hpp — data parallelism: every rank holds the whole model, trains on its own rows of the
+// global batch, and all-reduces (sums) the gradients before the optimizer step.
+//
+// Playbook: "Data parallelism" — its three optimisations, each one a mode here:
+//   naive     one all-reduce of the whole flat gradient buffer after backward (communication fully exposed)
+//   bucketed  the gradient buffer cut into buckets of about --bucket-mb MiB in the order backward finishes
+//             them (last layer first); a bucket's all-reduce starts the moment its last unit's gradients
+//             are final, so it travels while backward computes the earlier layers
+//   no_sync   under gradient accumulation only the LAST micro-batch's backward communicates: the sum of
+//             sums is the same, with grad_accum times fewer bytes
+// The loss of every rank is already divided by the GLOBAL batch's token count (DESIGN §5), so the
+// all-reduce is a SUM, not an average: after it every rank holds exactly the single-device gradient.
+// Bytes per step (ring all-reduce of M gradient bytes over K ranks): 2(K-1)/K · M, checked against
+// Comm's counters. The ring itself, built from send/recv, is ring_all_reduce.hpp.
+//
+//   mpirun -np 2 build/bin/02_data_parallel --dp 2 --dp-mode bucketed --bucket-mb 1
+//   mpirun -np 4 build/bin/tests -ts='ch02 np4'       (tests/test_dp.cpp: same losses and weights as one rank)
+#pragma once
+#include <string>
+#include <vector>
+
+#include "../01_single_gpu/training_step.hpp"
+#include "../common/comm.hpp"
+#include "../common/config.hpp"
+
+namespace penta {
+
+enum class DpMode { naive, bucketed };
+DpMode parse_dp_mode(const std::string& flag_value);  // "naive" | "bucketed"; the error names --dp-mode
+const char* dp_mode_name(DpMode m);
+
+struct DataParallelOptions {
+    DpMode mode = DpMode::bucketed;
+    double bucket_mb = 25;  // MiB per bucket (PyTorch DDP's bucket_cap_mb default)
+    bool no_sync = true;    // under grad accumulation, communicate in the last micro-batch's backward only
+};
+
+// Chapters that run data parallelism alone (02, and ZeRO's 03): --dp must be the number of ranks and
+// every other axis 1; the error names the flags and the chapter.
+void check_data_parallel_only(const TrainConfig& cfg, int world_size, const char* chapter);
+
+// This rank's share of the global batch: rows [d·mb·ga, (d+1)·mb·ga) of dp·mb·ga sequences; the token
+// count and the loss are summed over the dp group.
+BatchPlan data_parallel_plan(const TrainConfig& cfg, Comm& dp);
+
+// A run of whole units (layer-major, so one contiguous range of the flat buffer) all-reduced together.
+struct GradBucket {
+    int first_unit = 0, last_unit = 0;  // units [first_unit, last_unit]
+    int units = 0;                      // of which present (non-empty): the bucket is sent when all are final
+    int64_t offset = 0, numel = 0;      // elements [offset, offset + numel) of the flat gradient buffer
+};
+// Buckets in the order backward completes them (head first, embedding last). Units are walked in that
+// order and a bucket is closed once it holds >= bucket_mb MiB, so a unit is never split (a unit bigger
+// than the cap is a bucket of its own) and the last bucket may be smaller. Empty units (a pipeline stage's
+// absent layers) are skipped. bucket_mb <= 0: one bucket per unit.
+std::vector<GradBucket> plan_buckets(const ParamLayout& layout, double bucket_mb, int64_t bytes_per_element = 4);
+
+// What one step's gradient communication cost on this rank.
+struct DpStepStats {
+    double comm_s = 0;     // wall time inside Comm calls made by the hooks: starting, testing, waiting
+    double exposed_s = 0;  // of which: blocked in wait() with no backward left to overlap
+    double bytes = 0;      // bytes counted by the dp Comm during the step (ring accounting)
+    int64_t all_reduces = 0;          // all-reduce calls this step
+    int64_t started_in_backward = 0;  // of which: started while backward was still running
+    double reduced_bytes = 0;  // gradient bytes all-reduced (the buffers, not the ring's traffic)
+    double hidden_bytes = 0;   // of which: seen complete by a test() while backward was still running
+    // Hidden: the fraction of the gradient bytes whose all-reduce finished behind backward, so nobody
+    // waited for it. A bucket that finishes in the final wait counts as exposed even if most of it moved
+    // during backward, so this is a lower bound; naive is 0 by construction.
+    double hidden_fraction() const { return reduced_bytes > 0 ? hidden_bytes / reduced_bytes : 0.0; }
+};
+
+// 2(K-1)/K · M: the bytes one ring all-reduce of gradient_bytes sends from each of K ranks
+double dp_bytes_per_step_formula(int K, double gradient_bytes);
+
+// The step hooks of data parallelism. Installs itself as the model's gradient sink (backward's
+// gradients land in the flat buffer as before; the sink hears when each unit is final) and removes
+// itself in the destructor. optimizer_step is plain AdamW over the whole buffer: after the all-reduce
+// every rank holds the same gradients, so every rank takes the same step and the replicas stay equal.
+class DataParallelHooks : public StepHooks, public GradientSink {
+   public:
+    DataParallelHooks(Model& model, AdamW& optim, Comm& dp, DataParallelOptions opt = {});
+    ~DataParallelHooks() override;
+    DataParallelHooks(const DataParallelHooks&) = delete;
+    DataParallelHooks& operator=(const DataParallelHooks&) = delete;
+
+    // StepHooks
+    void begin_step() override;
+    void before_backward(int64_t a, bool last) override;
+    void finish_gradients() override;
+    double optimizer_step(float lr, float grad_clip) override;
+    // GradientSink
+    Tensor grads(int unit) override;
+    void layer_grads_ready(int unit) override;
+
+    const DpStepStats& last_step() const { return stats_; }  // valid after finish_gradients
+    const std::vector<GradBucket>& buckets() const { return buckets_; }
+    const DataParallelOptions& options() const { return opt_; }
+
+   private:
+    void start(const Tensor& slice);  // all_reduce_async of one range of target_, timed
+    void end_micro_batch();           // the naive all-reduce, or wait for the buckets; then accumulate
+    void observe_completions();       // test() every pending handle: lets MPI progress, counts what finished
+
+    Model& model_;
+    AdamW& optim_;
+    Comm& dp_;
+    DataParallelOptions opt_;
+    std::vector<GradBucket> buckets_;
+    std::vector<int> bucket_of_unit_;      // unit -> bucket index (-1: absent unit)
+    std::vector<int> ready_in_bucket_;     // units of each bucket final in this micro-batch
+    struct InFlight {
+        CommHandle handle;
+        double bytes;
+    };
+    std::vector<InFlight> pending_;        // buckets in flight
+    Tensor target_;       // where this micro-batch's backward accumulates: model.grads(), or fresh_
+    Tensor fresh_;        // no_sync off, micro-batch > 0: its own gradients, reduced, then added in
+    bool communicate_ = false;  // this micro-batch's backward communicates
+    bool in_backward_ = false;
+    CommCounters counters_at_begin_;
+    DpStepStats stats_;
+};
+
+}  // namespace penta

@@ -1,0 +1,146 @@
+// 03_zero/train.cpp — chapter 03: data parallelism with ZeRO-1, -2 or -3 (zero.hpp): the training of
+// chapter 02, with the model state sharded over the --dp ranks.
+//
+// Playbook: "Zero Redundancy Optimizer (ZeRO)". What to watch:
+//   - the same loss curve as chapters 01 and 02 for the same global batch, whatever --zero says;
+//   - at the end, per rank, the model-state bytes the allocator holds (params, grads, master, AdamW
+//     moments) beside zero_model_state_bytes_fp32, and the playbook's bf16 (2Ψ + 2Ψ + 12Ψ)/N figure for
+//     reference; the comm tag's peak is what the stage needs in transient buffers;
+//   - the bytes each rank sent per step, counted by Comm, beside 2Ψ (ZeRO-1/2, and plain DP's all-reduce)
+//     and 3Ψ (ZeRO-3) — formulas.hpp's zero_step_bytes.
+//
+//   mpirun -np 4 build/bin/03_zero --dp 4 --zero 1
+//   mpirun -np 4 build/bin/03_zero --dp 4 --zero 3 --micro-batch 4
+//   mpirun -np 2 build/bin/03_zero --dp 2 --zero 2 --micro-batch 4 --grad-accum 2
+//   mpirun -np 2 build/bin/03_zero --dp 2 --zero 0          (plain data parallelism: chapter 02's hooks)
+#include <cmath>
+#include <cstdio>
+
+#include "../01_single_gpu/train_loop.hpp"
+#include "../02_data_parallel/data_parallel.hpp"
+#include "../common/formulas.hpp"
+#include "../common/grid.hpp"
+#include "../common/runtime.hpp"
+#include "zero.hpp"
+
+using namespace penta;
+
+namespace {
+
+// row r = the values rank r passed (a few uncounted scalar reductions; only rank 0 prints them)
+std::vector<std::vector<double>> per_rank(Comm& comm, const std::vector<double>& mine) {
+    std::vector<std::vector<double>> rows(comm.size(), std::vector<double>(mine.size()));
+    for (int r = 0; r < comm.size(); r++)
+        for (size_t i = 0; i < mine.size(); i++) rows[r][i] = comm.all_reduce_scalar(comm.rank() == r ? mine[i] : 0.0);
+    return rows;
+}
+
+int train(int argc, char** argv) {
+    TrainConfig cfg;
+    cfg.micro_batch = 8;  // x --dp 2 = chapter 01's global batch of 16
+    int64_t zero = 1;
+    Flags flags("03_zero", "Chapter 03: ZeRO-1/2/3 over --dp ranks (playbook: Zero Redundancy Optimizer).");
+    cfg.register_flags(flags);
+    cfg.register_parallel_flags(flags);
+    flags.add("zero", &zero, "ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters sharded; 0 plain DP (ch02)");
+    if (!flags.parse(argc, argv)) return 0;
+    cfg.validate();
+    CHECK(zero >= 0 && zero <= 3, "--zero %ld must be 0 (plain DP), 1, 2 or 3", (long)zero);
+    CHECK(cfg.dp == world_size(), "--dp %ld must equal the number of ranks %d (chapter 03 is data parallel only: mpirun -np %ld)",
+          (long)cfg.dp, world_size(), (long)cfg.dp);
+    CHECK(cfg.tp == 1 && cfg.pp == 1 && cfg.cp == 1 && cfg.ep == 1 && !cfg.sp,
+          "chapter 03 is data parallel only: --tp, --pp, --cp, --ep must be 1 and --sp off (chapter 09 combines them)");
+
+    Device device = resolve_device(cfg.device);
+    LlamaConfig mc = resolve_model(cfg.model);
+    CHECK(cfg.seq <= mc.max_seq, "--seq %ld must be <= the model's max_seq %ld", (long)cfg.seq, (long)mc.max_seq);
+    ParallelGrid grid(make_world_comm(parse_comm_backend(cfg.comm, device)), GridShape{(int)cfg.dp}, &mc);
+    Comm& dp = grid.dp();
+    auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
+    bool task = cfg.data == "addition";
+    ModelOptions mopt;
+    mopt.recompute = parse_recompute(cfg.recompute);
+    mopt.attention = parse_attention_kernel(cfg.attention);
+    const AdamWConfig adamw{cfg.lr, cfg.beta1, cfg.beta2, 1e-8f, cfg.weight_decay};
+
+    // --zero 0: chapter 02's data parallelism, for comparison; 1-3: ZeRO
+    const ZeroStage stage = zero > 0 ? parse_zero_stage(zero) : ZeroStage::zero1;
+    Model model(mc, device, (uint64_t)cfg.seed, zero > 0 ? zero_model_options(stage, mopt) : mopt);
+    std::unique_ptr<AdamW> dp_optim;
+    std::unique_ptr<StepHooks> hooks;
+    if (zero > 0) {
+        hooks = std::make_unique<ZeroHooks>(model, dp, stage, adamw);
+    } else {
+        dp_optim = std::make_unique<AdamW>(model.params(), model.grads(), optimizer_ranges(model), adamw);
+        hooks = std::make_unique<DataParallelHooks>(model, *dp_optim, dp);
+    }
+    auto step_bytes = [&]() {
+        if (zero == 0) return static_cast<DataParallelHooks&>(*hooks).last_step().bytes;
+        return static_cast<ZeroHooks&>(*hooks).last_step_traffic().total_bytes();
+    };
+
+    TrainLoop loop{model, *hooks, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, task, {}, {}};
+    int64_t matmul_params = model.n_params() - (mc.tied_embeddings ? 0 : mc.vocab * mc.hidden);
+    loop.log.flops_per_token = model_flops_per_token(matmul_params, mc.n_layers, mc.n_heads * mc.head_dim(), cfg.seq);
+    loop.log.peak_flops = device_peak_flops(device, DType::f32).flops;
+    loop.log.num_devices = dp.size();
+    loop.log.device = device;
+    loop.log.jsonl_path = world_rank() == 0 ? cfg.log_jsonl : "";  // one writer: the ranks share the path
+    loop.on_step = [&](StepRecord& rec, const StepResult&) { rec.extra.push_back({"MB sent", step_bytes() / 1e6}); };
+
+    const int K = dp.size();
+    const int64_t psi = model.n_params();
+    if (world_rank() == 0) {
+        std::printf("03_zero: model %s (%ld layers, hidden %ld, vocab %ld%s): Ψ = %ld params\n", mc.name.c_str(),
+                    (long)mc.n_layers, (long)mc.hidden, (long)mc.vocab, mc.tied_embeddings ? ", tied" : "", (long)psi);
+        std::printf("device %s; comm %s; dp %d ranks; %s\n", device_name(device), comm_backend_name(dp.backend()), K,
+                    zero > 0 ? ("ZeRO-" + std::to_string(zero)).c_str() : "plain data parallelism (chapter 02)");
+        std::printf("batch: %ld micro-batch x %ld grad-accum x %d ranks = %ld sequences x %ld tokens\n",
+                    (long)cfg.micro_batch, (long)cfg.grad_accum, K, (long)loop.plan.global_batch, (long)cfg.seq);
+        if (task) std::printf("ln(vocab) = %.3f: a model that learned nothing scores about that\n", std::log((double)mc.vocab));
+    }
+
+    mem_reset_peak(device);
+    run_training(loop);
+
+    // ---- per rank: model state measured beside the formula, transient peak, bytes sent --------------------
+    const MemStats& m = mem_stats(device);
+    auto cur = [&](Tag t) { return (double)m.current[(int)t]; };
+    std::vector<std::vector<double>> rows =
+        per_rank(grid.world(), {cur(Tag::params), cur(Tag::grads), cur(Tag::master), cur(Tag::optim),
+                                (double)m.peak[(int)Tag::comm], step_bytes()});
+    if (world_rank() != 0) return 0;
+    std::vector<int64_t> units;
+    for (const ParamUnit& u : model.layout().units) units.push_back(u.numel);
+    std::printf("\nmodel state per rank, bytes (allocator's current count after training; formula: fp32, no master copy)\n");
+    std::printf("  rank  %-22s %-22s %-10s %-22s  total        comm peak\n", "params", "grads", "master", "optim");
+    for (int r = 0; r < K; r++) {
+        const int64_t S = zero_shard_numel(units, K, r);
+        const ModelStateBytes f = zero_model_state_bytes_fp32((int)zero, psi, S);
+        const std::vector<double>& x = rows[r];
+        const bool equal = x[0] == f.params && x[1] == f.grads && x[2] == f.master && x[3] == f.optim;
+        std::printf("  %4d  %10.0f (%9ld) %10.0f (%9ld) %10.0f %10.0f (%9ld)  %-11.0f  %9.0f  %s\n", r, x[0], (long)f.params,
+                    x[1], (long)f.grads, x[2], x[3], (long)f.optim, x[0] + x[1] + x[2] + x[3], x[4],
+                    equal ? "(= formula)" : "(DIFFERENT from the formula)");
+    }
+    const ModelStateBytes pb = zero_model_state_bytes_bf16_mixed((int)zero, psi, K);
+    std::printf("  (formula in parentheses.) For reference, the playbook's bf16 mixed precision, 2Ψ + 2Ψ + 12Ψ with the\n"
+                "  terms this stage shards divided by N = %d: params %ld + grads %ld + fp32 master %ld + Adam %ld = %ld bytes\n",
+                K, (long)pb.params, (long)pb.grads, (long)pb.master, (long)pb.optim, (long)pb.total());
+
+    const double P = K > 1 ? (K - 1.0) / K * 4.0 * (double)psi : 0.0;
+    const double formula = zero > 0 ? zero_step_bytes((int)zero, psi, mc.vocab * mc.hidden, mc.tied_embeddings,
+                                                      cfg.grad_accum, K)
+                                    : dp_bytes_per_step_formula(K, 4.0 * (double)psi);
+    std::printf("\nbytes sent per step per rank (Comm's ring accounting; Ψ-bytes P = (K-1)/K * 4Ψ = %.0f):\n", P);
+    std::printf("  rank  measured        formula         = x P\n");
+    for (int r = 0; r < K; r++)
+        std::printf("  %4d  %-14.0f  %-14.0f  %.4f  %s\n", r, rows[r][5], formula, P > 0 ? formula / P : 0.0,
+                    rows[r][5] == formula ? "(equal)" : "(DIFFERENT)");
+    std::printf("  ZeRO-1/2 and DP: 2P; ZeRO-2 with grad-accum A: (A+1)P; ZeRO-3: A(3P - untied embedding's backward gather)\n");
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return run_main(argc, argv, train); }

@@ -1,0 +1,109 @@
+// zero.cpp — ZeRO-1/2/3 step hooks (zero.hpp). Read begin_step → finish_gradients → optimizer_step: the
+// communication of each stage is in those three functions and in the seams they install on the model.
+#include "zero.hpp"
+
+#include "../common/ops.hpp"
+
+namespace penta {
+
+ZeroStage parse_zero_stage(int64_t v) {
+    CHECK(v >= 1 && v <= 3, "--zero %lld must be 1, 2 or 3 (0: plain data parallelism)", (long long)v);
+    return (ZeroStage)v;
+}
+
+ModelOptions zero_model_options(ZeroStage stage, ModelOptions base) {
+    base.resident_grads = stage == ZeroStage::zero1;
+    base.resident_params = stage != ZeroStage::zero3;
+    return base;
+}
+
+ZeroHooks::ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg)
+    : model_(model), dp_(dp), stage_(stage), shards_(model.layout(), dp.size(), dp.rank()) {
+    const ModelOptions want = zero_model_options(stage, model.options());
+    CHECK(model.options().resident_params == want.resident_params &&
+              model.options().resident_grads == want.resident_grads,
+          "ZeRO-%d needs a model built with zero_model_options(stage): full weights %s, full gradients %s",
+          (int)stage, want.resident_params ? "yes" : "no", want.resident_grads ? "yes" : "no");
+    const Device dev = model.device();
+    const int64_t S = shards_.numel();
+    if (stage_ == ZeroStage::zero3) {
+        param_shard_ = Tensor::empty({S}, DType::f32, dev, Tag::params);  // (S) the only copy of my weights
+        shards_.init(model.seed(), param_shard_);
+        gathered_ = std::make_unique<GatheredParams>(shards_, dp, param_shard_, model.config().tied_embeddings);
+        model.set_param_provider(gathered_.get());
+    }
+    if (stage_ != ZeroStage::zero1) {
+        grad_shard_ = Tensor::zeros({S}, DType::f32, dev, Tag::grads);  // (S)
+        sink_ = std::make_unique<ShardedGradients>(shards_, dp, grad_shard_);
+        if (gathered_) sink_->on_backward_done = [this] { gathered_->set_backward(false); };
+        model.set_gradient_sink(sink_.get());
+    }
+    // AdamW over the shard: its moments are 2 × S elements (Tag::optim). ZeRO-1/2 hand it the staged
+    // weights (and ZeRO-1 the reduced gradients) anew each step, so those start as placeholders.
+    Tensor p = param_shard_.defined() ? param_shard_ : Tensor::empty({S}, DType::f32, dev, Tag::comm);
+    Tensor g = grad_shard_.defined() ? grad_shard_ : p;
+    optim_ = std::make_unique<AdamW>(p, g, shards_.shard_ranges(optimizer_ranges(model)), cfg);
+    if (!param_shard_.defined()) optim_->param = Tensor();
+    if (!grad_shard_.defined()) optim_->grad = Tensor();
+    // the clipping norm is over ALL gradients: sum the squares of every rank's shard
+    optim_->reduce_sum_squares = [this](double s) { return dp_.all_reduce_scalar(s); };
+}
+
+ZeroHooks::~ZeroHooks() {
+    if (gathered_) model_.set_param_provider(nullptr);
+    if (sink_) model_.set_gradient_sink(nullptr);
+}
+
+void ZeroHooks::begin_step() {
+    at_begin_ = dp_.counters();
+    if (grad_shard_.defined()) fill(grad_shard_, 0.0f);  // ZeRO-2/3 accumulate here; ZeRO-1's model zeroed its own
+}
+
+void ZeroHooks::before_backward(int64_t, bool) {
+    if (gathered_) gathered_->set_backward(true);  // prefetch now walks from the head down
+}
+
+void ZeroHooks::finish_gradients() {
+    if (sink_) {  // ZeRO-2/3: the per-unit reduce-scatters were started during backward
+        sink_->wait_all();
+        return;
+    }
+    // ZeRO-1: the full gradients are summed over ranks only where this rank needs them: its shard
+    Tensor reduced = Tensor::empty({shards_.numel()}, DType::f32, model_.device(), Tag::comm);  // (S)
+    std::vector<CommHandle> inflight;
+    for (int u = 0; u < shards_.units(); u++) {
+        if (shards_.unit(u).numel == 0) continue;
+        Tensor part = shards_.piece_of(reduced, u);
+        inflight.push_back(dp_.reduce_scatter_async(shards_.unit_of(model_.grads(), u), part));
+    }
+    for (CommHandle& h : inflight) h.wait();
+    optim_->grad = reduced;
+}
+
+double ZeroHooks::optimizer_step(float lr, float grad_clip) {
+    double norm = 0;
+    if (stage_ == ZeroStage::zero3) {
+        CHECK(gathered_->idle(), "ZeRO-3: units still gathered at the optimizer step");
+        norm = optim_->step(lr, grad_clip);  // updates the shard in place; forward gathers it next step
+    } else {
+        // ZeRO-1/2: update my pieces of the full weights, then give every rank everyone's pieces
+        Tensor staged = Tensor::empty({shards_.numel()}, DType::f32, model_.device(), Tag::comm);  // (S)
+        shards_.copy_from_full(model_.params(), staged);
+        optim_->param = staged;
+        norm = optim_->step(lr, grad_clip);
+        shards_.all_gather(dp_, staged, model_.params());
+        optim_->param = Tensor();
+        if (stage_ == ZeroStage::zero1) optim_->grad = Tensor();
+    }
+    last_step_ = dp_.counters() - at_begin_;
+    return norm;
+}
+
+Tensor ZeroHooks::gather_params() {
+    if (stage_ != ZeroStage::zero3) return model_.params().clone(model_.device(), Tag::workspace);
+    Tensor full = Tensor::empty({model_.n_params()}, DType::f32, model_.device(), Tag::workspace);
+    shards_.all_gather(dp_, param_shard_, full);
+    return full;
+}
+
+}  // namespace penta

@@ -1,0 +1,86 @@
+// zero.hpp — ZeRO-1, -2 and -3 as the step hooks of a data-parallel training step.
+//
+// Data parallelism (ch02) keeps a full copy of the model state on every rank: 4Ψ weights + 4Ψ grads
+// + 8Ψ AdamW moments in fp32. ZeRO removes the redundancy stage by stage; each rank owns a 1/N shard
+// (zero_shard.hpp) and:
+//   ZeRO-1  shards the optimizer state. Backward fills the full gradient buffer as in ch01; after it,
+//           each unit's gradients are reduce-scattered into the shard (Ψ), AdamW updates the shard, and
+//           the updated weights are all-gathered into every rank's full buffer (Ψ).   bytes 2Ψ
+//   ZeRO-2  shards the gradients too: no full gradient buffer; each unit is reduce-scattered as soon as
+//           backward finishes it (sharded_grads.hpp), then the same update and all-gather.
+//                                                            bytes (grad_accum + 1)Ψ, 2Ψ without accumulation
+//   ZeRO-3  shards the weights too: no full weight buffer; each unit is all-gathered just before forward
+//           and again before backward needs it (zero3_params.hpp), gradients as ZeRO-2, and AdamW
+//           updates the weight shard in place — nothing to gather after the step.      bytes 3Ψ
+// (Ψ here = (N-1)/N · 4 bytes per parameter: the ring accounting of comm.hpp.) The loss of every rank is
+// divided by the global token count (DESIGN §5), so the reduction is a plain SUM, as in ch02.
+//
+// Memory per rank (fp32, S = this rank's shard elements ≈ Ψ/N; formulas.hpp: zero_model_state_bytes_fp32):
+//   ZeRO-1  params 4Ψ   grads 4Ψ   optim 8S        ZeRO-2  params 4Ψ  grads 4S  optim 8S
+//   ZeRO-3  params 4S   grads 4S   optim 8S
+// There is no master copy in fp32: AdamW updates the fp32 weights themselves (ch11 adds bf16 weights and
+// an fp32 master shard — the playbook's k = 12). Everything transient — gathered units, per-unit gradient
+// buffers, the staged shard ZeRO-1/2 update — is tagged Tag::comm, so the model-state tags hold exactly
+// the formula and the comm tag's peak shows the working buffers.
+//
+//   mpirun -np 4 build/bin/03_zero --dp 4 --zero 3
+//   mpirun -np 4 build/bin/tests -ts='ch03 np4'      (tests/test_zero.cpp)
+// Playbook: "Zero Redundancy Optimizer (ZeRO)": ZeRO-1, ZeRO-2, ZeRO-3 (FSDP).
+#pragma once
+#include <memory>
+
+#include "../01_single_gpu/training_step.hpp"
+#include "../common/comm.hpp"
+#include "sharded_grads.hpp"
+#include "zero3_params.hpp"
+#include "zero_shard.hpp"
+
+namespace penta {
+
+enum class ZeroStage { zero1 = 1, zero2 = 2, zero3 = 3 };
+ZeroStage parse_zero_stage(int64_t flag_value);  // 1 | 2 | 3; the error names --zero
+
+// What a model trained with `stage` must be built with: ZeRO-2 without a full gradient buffer, ZeRO-3
+// without full weights either.
+ModelOptions zero_model_options(ZeroStage stage, ModelOptions base = {});
+
+class ZeroHooks : public StepHooks {
+   public:
+    // Installs the stage's parameter provider / gradient sink on the model (removed in the destructor).
+    // The model must have been built with zero_model_options(stage).
+    ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg);
+    ~ZeroHooks() override;
+    ZeroHooks(const ZeroHooks&) = delete;
+    ZeroHooks& operator=(const ZeroHooks&) = delete;
+
+    void begin_step() override;
+    void before_backward(int64_t a, bool last) override;
+    void finish_gradients() override;
+    double optimizer_step(float lr, float grad_clip) override;
+
+    // the full flat weights (n_params) on every rank, Tag::workspace: for tests and checkpoints.
+    // ZeRO-3 all-gathers them (the dp counters see those bytes).
+    Tensor gather_params();
+
+    ZeroStage stage() const { return stage_; }
+    const UnitShards& shards() const { return shards_; }
+    // the shard's optimizer: moments and step count (checkpoints); a layout that shards the model further
+    // (TP, ch04) extends its reduce_sum_squares, which sums over dp here
+    AdamW& optimizer() { return *optim_; }
+    // what the dp Comm counted from begin_step to the end of optimizer_step of the last step
+    const CommCounters& last_step_traffic() const { return last_step_; }
+
+   private:
+    Model& model_;
+    Comm& dp_;
+    ZeroStage stage_;
+    UnitShards shards_;
+    Tensor param_shard_;  // ZeRO-3: this rank's weights (Tag::params); ZeRO-1/2: staged per step (Tag::comm)
+    Tensor grad_shard_;   // ZeRO-2/3: this rank's gradients (Tag::grads); ZeRO-1: reduced per step (Tag::comm)
+    std::unique_ptr<ShardedGradients> sink_;   // ZeRO-2/3
+    std::unique_ptr<GatheredParams> gathered_;  // ZeRO-3
+    std::unique_ptr<AdamW> optim_;              // over the shard
+    CommCounters at_begin_, last_step_;
+};
+
+}  // namespace penta

@@ -1,0 +1,77 @@
+// zero_shard.cpp — ZeRO's per-unit shards of the flat buffer (zero_shard.hpp).
+#include "zero_shard.hpp"
+
+#include "../common/ops.hpp"
+
+namespace penta {
+
+UnitShards::UnitShards(const ParamLayout& layout, int ranks, int rank) : layout_(layout) {
+    for (int u = 0; u < (int)layout.units.size(); u++) {
+        const ParamUnit& unit = layout.units[u];
+        ShardPiece p;
+        p.unit = u;
+        p.full_offset = unit.offset + part_start(unit.numel, ranks, rank);
+        p.shard_offset = numel_;
+        p.count = part_count(unit.numel, ranks, rank);  // 0 for an empty unit (a pipeline stage's absent one)
+        numel_ += p.count;
+        pieces_.push_back(p);
+    }
+}
+
+std::vector<ParamRange> UnitShards::shard_ranges(const std::vector<ParamRange>& full) const {
+    std::vector<ParamRange> out;
+    for (const ShardPiece& p : pieces_)
+        for (ParamRange r : ranges_in_shard(full, p.full_offset, p.count)) {
+            r.offset += p.shard_offset;
+            out.push_back(r);
+        }
+    return out;
+}
+
+Tensor UnitShards::unit_of(const Tensor& flat, int u) const {
+    return flat.flat(layout_.units[u].offset, layout_.units[u].numel);
+}
+
+Tensor UnitShards::piece_of(const Tensor& shard, int u) const {
+    return shard.flat(pieces_[u].shard_offset, pieces_[u].count);
+}
+
+void UnitShards::copy_from_full(const Tensor& full, Tensor& shard) const {
+    for (const ShardPiece& p : pieces_) {
+        Tensor dst = piece_of(shard, p.unit);
+        copy(dst, full.flat(p.full_offset, p.count));
+    }
+}
+
+void UnitShards::all_gather(Comm& dp, const Tensor& shard, Tensor& full) const {
+    std::vector<CommHandle> inflight;
+    for (const ShardPiece& p : pieces_) {
+        if (layout_.units[p.unit].numel == 0) continue;
+        Tensor out = unit_of(full, p.unit);  // (unit numel)
+        inflight.push_back(dp.all_gather_async(piece_of(shard, p.unit), out));
+    }
+    for (CommHandle& h : inflight) h.wait();
+}
+
+void UnitShards::init(uint64_t seed, Tensor& shard) const {
+    for (const ShardPiece& p : pieces_) {
+        const ParamUnit& unit = layout_.units[p.unit];
+        if (unit.numel == 0) continue;
+        // the layout of this unit alone: init_params keys every value by (seed, name, index in the FULL
+        // tensor), never by the flat offset, so the unit initialises exactly as inside the whole buffer
+        ParamLayout one = layout_;
+        one.tensors.clear();
+        for (int t : unit.tensors) {
+            ParamTensor pt = layout_.tensors[t];
+            pt.offset -= unit.offset;
+            one.tensors.push_back(pt);
+        }
+        one.numel = unit.numel;
+        Tensor whole = Tensor::empty({unit.numel}, DType::f32, shard.device(), Tag::workspace);  // transient
+        init_params(one, seed, whole);
+        Tensor dst = piece_of(shard, p.unit);
+        copy(dst, whole.flat(p.full_offset - unit.offset, p.count));
+    }
+}
+
+}  // namespace penta

@@ -1,0 +1,92 @@
+// sequence_parallel.cpp — the SP boundary, the norm-gradient reduction and the norm-region activation
+// count (sequence_parallel.hpp).
+// Test: `mpirun -np 2 build/bin/tests -ts='ch05 np2'`.
+#include "sequence_parallel.hpp"
+
+#include "../common/ops.hpp"
+
+namespace penta {
+
+namespace {
+
+// rows of x split over the group: this rank's contiguous block of N/t token rows
+int64_t local_rows(const Comm& tp, int64_t N) {
+    CHECK(N % tp.size() == 0,
+          "sequence parallelism splits the %lld tokens of a micro-batch (--micro-batch × --seq) into --tp %d equal "
+          "blocks: the token count must be divisible by --tp",
+          (long long)N, tp.size());
+    return N / tp.size();
+}
+
+}  // namespace
+
+// Outputs inherit the input's allocation tag: the gathered input of q/k/v is what the layer saves for
+// backward (Tag::activations in training), the scattered embedding output is the first layer's input.
+
+Tensor SequenceParallel::enter_forward(const Tensor& x) {
+    const double before = tp_.counters().total_bytes();
+    Tensor full = Tensor::empty({x.size(0) * tp_.size(), x.size(1)}, x.dtype, x.device(), x.tag());  // (N, h)
+    tp_.all_gather(x, full);  // every rank's (N/t, h) block, in token order
+    tally(true, before);
+    return full;
+}
+
+Tensor SequenceParallel::enter_backward(const Tensor& dx) {
+    const double before = tp_.counters().total_bytes();
+    Tensor mine = Tensor::empty({local_rows(tp_, dx.size(0)), dx.size(1)}, dx.dtype, dx.device(), dx.tag());
+    tp_.reduce_scatter(dx, mine);  // (N/t, h): every rank's heads' share of d x, for this rank's tokens only
+    tally(false, before);
+    return mine;
+}
+
+Tensor SequenceParallel::exit_forward(const Tensor& y) {
+    const double before = tp_.counters().total_bytes();
+    Tensor mine = Tensor::empty({local_rows(tp_, y.size(0)), y.size(1)}, y.dtype, y.device(), y.tag());
+    tp_.reduce_scatter(y, mine);  // (N/t, h): the partial products summed, kept only for this rank's tokens
+    tally(true, before);
+    return mine;
+}
+
+Tensor SequenceParallel::exit_backward(const Tensor& dy) {
+    const double before = tp_.counters().total_bytes();
+    Tensor full = Tensor::empty({dy.size(0) * tp_.size(), dy.size(1)}, dy.dtype, dy.device(), dy.tag());
+    tp_.all_gather(dy, full);  // (N, h): the row-parallel linear's backward needs d y for every token
+    tally(false, before);
+    return full;
+}
+
+void SequenceParallelHooks::finish_gradients() {
+    inner_.finish_gradients();  // DP / ZeRO first: until this returns, their buckets may be in flight
+    int64_t total = 0;
+    for (const ParamRange& r : norms_) total += r.count;
+    if (total == 0) return;
+    // one all-reduce for all of them: pack, sum over tp, unpack
+    Tensor packed = Tensor::empty({total}, DType::f32, optim_.grad.device(), Tag::comm);
+    int64_t at = 0;
+    for (const ParamRange& r : norms_) {
+        Tensor dst = packed.flat(at, r.count);
+        copy(dst, optim_.grad.flat(r.offset, r.count));
+        at += r.count;
+    }
+    tp_.all_reduce(packed);
+    at = 0;
+    for (const ParamRange& r : norms_) {
+        Tensor dst = optim_.grad.flat(r.offset, r.count);
+        copy(dst, packed.flat(at, r.count));
+        at += r.count;
+    }
+}
+
+int64_t norm_region_activation_bytes(const MicroBatchActs& acts) {
+    int64_t bytes = 0;
+    for (const LayerActs& a : acts.layers)
+        for (const Tensor* t : {&a.x_in, &a.attn_rstd, &a.x_mid, &a.mlp_rstd}) {
+            if (!t->defined()) continue;  // full recomputation keeps x_in only
+            CHECK(t->tag() == Tag::activations, "norm-region tensor of %s held as %s, not activations",
+                  shape_str(t->shape).c_str(), tag_name(t->tag()));
+            bytes += (int64_t)t->nbytes();
+        }
+    return bytes;
+}
+
+}  // namespace penta

@@ -1,0 +1,60 @@
+// sequence_parallel.hpp — sequence parallelism: the regions tensor parallelism leaves replicated (the
+// RMSNorms, the residual adds, the embedding output and the head's norm) run on 1/t of the tokens.
+//
+// Playbook: "Sequence parallelism". TP (chapter 04) keeps the activations between its regions whole on
+// every rank: the norm input, the residual stream. SP splits them along the tokens instead, and swaps f
+// and g for a pair that moves between the two layouts:
+//              forward                                     backward
+//   enter      all-gather along the sequence (N/t -> N)    reduce-scatter (N -> N/t)
+//   exit       reduce-scatter along the sequence (N -> N/t) all-gather (N/t -> N)
+// A reduce-scatter plus an all-gather moves exactly what one all-reduce moves ((t-1)/t·M each, 2(t-1)/t·M
+// for the all-reduce), so SP costs no extra traffic: still 8(t-1)/t · s b h elements per layer.
+// The split: the model flattens (B, T) into N = B·T token rows, row n = b·T + i; rank r holds the
+// contiguous rows [r·N/t, (r+1)·N/t). An all-gather puts them back in order, so attention (which needs
+// whole sequences) sees (B, T) unchanged. N must be divisible by t (checked, naming the flags).
+// What changes besides the boundary: the replicated norm weights now see only this rank's tokens, so
+// their gradients are partial sums that must be all-reduced over tp (SequenceParallelHooks).
+//   mpirun -np 2 build/bin/05_sequence_parallel --tp 2 --sp
+// Test: `make test CH=05`.
+#pragma once
+#include "../01_single_gpu/training_step.hpp"
+#include "../04_tensor_parallel/tensor_parallel.hpp"
+
+namespace penta {
+
+// Same tensor-parallel layout and byte tallies as TensorParallel; only the boundary operators differ.
+class SequenceParallel : public TensorParallel {
+   public:
+    explicit SequenceParallel(Comm& tp) : TensorParallel(tp) {}
+    Tensor enter_forward(const Tensor& x) override;    // all-gather      (N/t, h) -> (N, h)
+    Tensor enter_backward(const Tensor& dx) override;  // reduce-scatter  (N, h)   -> (N/t, h)
+    Tensor exit_forward(const Tensor& y) override;     // reduce-scatter  (N, h)   -> (N/t, h)
+    Tensor exit_backward(const Tensor& dy) override;   // all-gather      (N/t, h) -> (N, h)
+};
+
+// Wraps a step's hooks (DP, ZeRO or one device): once the gradients are complete, sums the replicated
+// norm weights' gradients over the tp group, because each rank's norms saw only its own tokens. It works
+// on the buffer the optimizer reads (optim.grad; pieces: as for replicated_ranges), after the inner
+// hooks' own communication, so it never touches a buffer a DP bucket still has in flight.
+class SequenceParallelHooks : public StepHooks {
+   public:
+    SequenceParallelHooks(StepHooks& inner, AdamW& optim, const ParamLayout& layout, Comm& tp,
+                          const std::vector<ShardPiece>& pieces = {})
+        : inner_(inner), optim_(optim), tp_(tp), norms_(replicated_ranges(layout, pieces)) {}
+    void begin_step() override { inner_.begin_step(); }
+    void before_backward(int64_t a, bool last) override { inner_.before_backward(a, last); }
+    void finish_gradients() override;
+    double optimizer_step(float lr, float grad_clip) override { return inner_.optimizer_step(lr, grad_clip); }
+
+   private:
+    StepHooks& inner_;
+    AdamW& optim_;
+    Comm& tp_;
+    std::vector<ParamRange> norms_;  // the replicated elements of optim.grad
+};
+
+// Bytes the norm / residual regions of every layer keep for backward (LayerActs x_in, attn_rstd, x_mid,
+// mlp_rstd), as the allocator holds them: with SP exactly 1/t of the same without.
+int64_t norm_region_activation_bytes(const MicroBatchActs& acts);
+
+}  // namespace penta

@@ -1,0 +1,100 @@
+// 05_sequence_parallel/train.cpp — chapter 05: chapter 04's tensor-parallel training with sequence
+// parallelism on top: the norms and residual adds run on 1/tp of the tokens.
+//
+// Playbook: "Sequence parallelism". What to watch:
+//   - the same loss curve as chapters 01 and 04 for the same global batch;
+//   - before training, one micro-batch measured twice, with chapter 04's f/g and with SP's all-gather /
+//     reduce-scatter: the activation bytes of the norm / residual regions (x_in, attn_rstd, x_mid,
+//     mlp_rstd of every layer) drop to exactly 1/tp, and the bytes sent per layer stay exactly the same,
+//     8(t-1)/t · s b h elements (formulas.hpp);
+//   - --sp=0 trains with chapter 04's f/g instead, for comparison.
+//
+//   mpirun -np 2 build/bin/05_sequence_parallel --tp 2 --sp
+//   mpirun -np 4 build/bin/05_sequence_parallel --tp 4 --sp --steps 50
+//   mpirun -np 4 build/bin/05_sequence_parallel --tp 2 --dp 2 --sp --zero 1 --micro-batch 8
+#include <cstdio>
+
+#include "../04_tensor_parallel/tp_training.hpp"
+#include "../common/formulas.hpp"
+#include "../common/runtime.hpp"
+#include "sequence_parallel.hpp"
+
+using namespace penta;
+
+namespace {
+
+struct Measured {
+    std::vector<LayerTraffic::Bytes> layers;
+    int64_t norm_region = 0, saved = 0;  // bytes the micro-batch's forward kept: norm regions, everything
+};
+
+Measured measure(TensorParallelTraining& run) {
+    Measured m;
+    m.layers = run.measure_micro_batch([&](const MicroBatchActs& acts) {
+        m.norm_region = norm_region_activation_bytes(acts);
+        m.saved = mem_stats(run.device).current[(int)Tag::activations];  // nothing else is alive yet
+    });
+    return m;
+}
+
+int train(int argc, char** argv) {
+    TrainConfig cfg;
+    cfg.tp = 2, cfg.sp = true;
+    bool zero1 = false;
+    if (!parse_tensor_parallel_flags(argc, argv, "05_sequence_parallel",
+                                     "Chapter 05: sequence parallelism on top of --tp, data parallelism over --dp "
+                                     "(playbook: Sequence parallelism).",
+                                     cfg, zero1))
+        return 0;
+    CHECK(!cfg.sp || (cfg.micro_batch * cfg.seq) % cfg.tp == 0,
+          "--sp splits the --micro-batch %ld × --seq %ld = %ld tokens of a micro-batch into --tp %ld equal blocks: "
+          "the token count must be divisible by --tp",
+          (long)cfg.micro_batch, (long)cfg.seq, (long)(cfg.micro_batch * cfg.seq), (long)cfg.tp);
+    CHECK(!cfg.sp || cfg.eval_every == 0 || (32 * cfg.seq) % cfg.tp == 0,
+          "--sp: the evaluation runs 32 sequences of --seq %ld = %ld tokens, which --tp %ld must divide as well "
+          "(or --eval-every 0)",
+          (long)cfg.seq, (long)(32 * cfg.seq), (long)cfg.tp);
+
+    TensorParallelTraining run(cfg, zero1);
+    run.print_header("05_sequence_parallel");
+    const Measured tp = measure(run);  // chapter 04's f and g
+    Measured sp;
+    if (cfg.sp) {
+        Comm& group = run.grid->tp();
+        run.set_boundary(std::make_unique<SequenceParallel>(group));
+        run.set_hooks(std::make_unique<SequenceParallelHooks>(run.hooks(), run.optimizer(), run.model->layout(), group,
+                                                              run.pieces()));
+        sp = measure(run);
+    }
+    if (world_rank() == 0) {
+        const LlamaConfig& c = run.mc;
+        const int64_t t = cfg.tp, L = c.n_layers;
+        std::printf("\nactivations one micro-batch's forward keeps (b %ld, s %ld, h %ld, %ld layers), per rank:\n",
+                    (long)cfg.micro_batch, (long)cfg.seq, (long)c.hidden, (long)L);
+        const int64_t f1 = L * llama_norm_region_activation_bytes(cfg.micro_batch, cfg.seq, c.hidden);
+        const int64_t ft = L * llama_norm_region_activation_bytes(cfg.micro_batch, cfg.seq, c.hidden, t);
+        if (cfg.sp) {
+            std::printf("                                      TP (f/g)   TP + SP    ratio   formula L*(b*s/sp)*(2h*4 + 2*4)\n");
+            std::printf("  norm/residual regions (measured)  %10ld  %10ld  %6.3f   %ld / %ld  %s\n", (long)tp.norm_region,
+                        (long)sp.norm_region, (double)sp.norm_region / tp.norm_region, (long)f1, (long)ft,
+                        tp.norm_region == f1 && sp.norm_region == ft ? "(equal)" : "(DIFFERENT)");
+            std::printf("  everything the forward kept       %10ld  %10ld  %6.3f\n", (long)tp.saved, (long)sp.saved,
+                        (double)sp.saved / tp.saved);
+            std::printf("  (the rest — q, k, v, the MLP's gate/up/act, the gathered inputs of the linears — is already\n"
+                        "   split by heads or columns under TP, or is the full sequence SP must gather for them)\n");
+        } else {
+            std::printf("  norm/residual regions (measured, --sp off)  %ld   formula L*b*s*(2h*4 + 2*4) = %ld\n",
+                        (long)tp.norm_region, (long)f1);
+        }
+    }
+    run.run();
+    run.print_traffic(tp.layers, "chapter 04's f and g");
+    if (cfg.sp) run.print_traffic(sp.layers, "SP's all-gather / reduce-scatter");
+    if (world_rank() == 0)
+        std::printf("\nmemory by tag on %s (rank 0):\n%s", device_name(run.device), memory_table(run.device).c_str());
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return run_main(argc, argv, train); }

@@ -1,0 +1,123 @@
+// test_sp.cpp — chapter 05, sequence parallelism: the SP boundary around column/row linears and the
+// vocab-parallel embedding against the unsharded computation; a model step; N training steps of tp 2 and
+// tp 4 with SP, and tp 2 × dp 2 with ZeRO-1 and SP, against one rank; the bytes per layer (the same
+// 8(t-1)/t·s·b·h as TP); the norm / residual regions' activation bytes exactly 1/t of TP's; the error
+// when the tokens do not split evenly.
+// Playbook: "Sequence parallelism". Run: `make test CH=05`, or
+//   mpirun --allow-run-as-root --oversubscribe -np 2 build/bin/tests -ts='ch05 np2'
+#include "../05_sequence_parallel/sequence_parallel.hpp"
+#include "../04_tensor_parallel/vocab_parallel.hpp"
+#include "../common/formulas.hpp"
+#include "../common/grid.hpp"
+#include "test_tp.hpp"
+
+using namespace penta;
+using namespace penta::testing;
+using namespace penta::tp_testing;
+
+namespace {
+
+// SP on the layout L against the same layout without SP: same traffic per layer (the formula), norm-region
+// activations exactly 1/t, and both against the formula
+void check_sp_bytes(Layout L, int64_t h) {
+    LlamaConfig cfg = tp_config(64);
+    L.sp = false;
+    Run tp = run_layout(cfg, L, 1);
+    L.sp = true;
+    Run sp = run_layout(cfg, L, 1);
+    check_layer_traffic(tp, L, h);
+    check_layer_traffic(sp, L, h);
+    const int64_t layer = llama_norm_region_activation_bytes(L.micro_batch, L.seq, h);
+    INFO("norm-region activation bytes: TP " << tp.norm_region_bytes << ", SP " << sp.norm_region_bytes);
+    CHECK(tp.norm_region_bytes == cfg.n_layers * layer);
+    CHECK(sp.norm_region_bytes * L.tp == tp.norm_region_bytes);
+    CHECK(sp.norm_region_bytes == cfg.n_layers * llama_norm_region_activation_bytes(L.micro_batch, L.seq, h, L.tp));
+}
+
+}  // namespace
+
+TEST_SUITE("ch05 np2") {
+    TEST_CASE("SP column/row-parallel linear pair and head-split attention with sequence-split input/output equal the unsharded") {
+        ParallelGrid g = tp_grid(tp_config(64), 2);
+        SequenceParallel b(g.tp());
+        check_column_row_pair(b, true);
+        // one all-gather + one reduce-scatter of (N 8, h 6) f32 per direction: what TP's one all-reduce sends
+        CHECK(b.forward_bytes() == 2.0 * (2 - 1) / 2 * (8 * 6 * 4));
+        CHECK(b.backward_bytes() == b.forward_bytes());
+        check_head_split_attention(b, true);
+    }
+    TEST_CASE("SP vocab-parallel embedding reduce-scattered along the sequence equals the full table's rows") {
+        ParallelGrid g = tp_grid(tp_config(64), 2);
+        SequenceParallel b(g.tp());
+        check_vocab_embedding(b, 9, true);
+    }
+    TEST_CASE("SP model step: loss, gathered gradients (norm grads summed over tp) and logits equal one rank's") {
+        for (int64_t V : {64, 63}) {
+            LlamaConfig cfg = tp_config(V, V == 63);
+            ParallelGrid g = tp_grid(cfg, 2);
+            SequenceParallel b(g.tp());
+            INFO("vocab " << V);
+            check_model_step(cfg, b, Recompute::none);
+            check_model_step(cfg, b, Recompute::full);
+        }
+    }
+    TEST_CASE("SP tp 2 trains like one rank: 6 steps, recompute none and full, grad-accum 2 (vocab 63)") {
+        LlamaConfig cfg = tp_config(63);
+        for (Recompute rc : {Recompute::none, Recompute::full}) {
+            Layout L;
+            L.tp = 2, L.sp = true, L.grad_accum = 2, L.recompute = rc;
+            check_same_training(cfg, run_layout(cfg, L, 6), run_layout(cfg, reference_of(L), 6), 1e-5, L.str());
+        }
+    }
+    TEST_CASE("SP bytes per layer == TP's == 8(t-1)/t·s·b·h; norm-region activations exactly 1/t (t = 2)") {
+        Layout L;
+        L.tp = 2;
+        check_sp_bytes(L, 32);
+    }
+    TEST_CASE("SP refuses a micro-batch whose token count tp does not divide, naming the flags") {
+        LlamaConfig cfg = tp_config(64);
+        ParallelGrid g = tp_grid(cfg, 2);
+        SequenceParallel b(g.tp());
+        ModelOptions o;
+        o.tp = 2, o.tp_rank = g.coords().tp;
+        Model model(cfg, Device::cpu, 1, o);
+        model.set_boundary(&b);
+        Tensor tokens = random_tokens({3}, 64, 1);
+        std::string e = error_of([&] { model.forward_logits(tokens, 1, 3); });
+        CHECK(contains(e, "the 3 tokens of a micro-batch (--micro-batch × --seq) into --tp 2 equal blocks"));
+    }
+}
+
+TEST_SUITE("ch05 np4") {
+    TEST_CASE("SP tp 4: linear pair, embedding and model step equal one rank's") {
+        LlamaConfig cfg = tp_config(66);
+        ParallelGrid g = tp_grid(cfg, 4);
+        SequenceParallel b(g.tp());
+        check_column_row_pair(b, true);
+        check_head_split_attention(b, true);
+        check_vocab_embedding(b, 66, true);
+        check_model_step(cfg, b, Recompute::none);
+    }
+    TEST_CASE("SP tp 4 trains like one rank: 6 steps (vocab 66, tied)") {
+        LlamaConfig cfg = tp_config(66, true);
+        Layout L;
+        L.tp = 4, L.sp = true;
+        check_same_training(cfg, run_layout(cfg, L, 6), run_layout(cfg, reference_of(L), 6), 1e-5, L.str());
+    }
+    TEST_CASE("SP tp 2 × dp 2 trains like one rank: DP and ZeRO-1, 6 steps (vocab 63)") {
+        LlamaConfig cfg = tp_config(63);
+        for (bool zero1 : {false, true}) {
+            Layout L;
+            L.tp = 2, L.dp = 2, L.sp = true, L.zero1 = zero1;
+            L.micro_batch = 2, L.grad_accum = 2;
+            check_same_training(cfg, run_layout(cfg, L, 6), run_layout(cfg, reference_of(L), 6), 1e-5, L.str());
+        }
+    }
+    TEST_CASE("SP bytes per layer == TP's == formula; norm-region activations exactly 1/t (tp 4, tp 2 × dp 2)") {
+        Layout L;
+        L.tp = 4;
+        check_sp_bytes(L, 32);
+        L.tp = 2, L.dp = 2;
+        check_sp_bytes(L, 32);
+    }
+}

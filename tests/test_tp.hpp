@@ -1,0 +1,83 @@
+// test_tp.hpp — what the tensor- and sequence-parallel tests share (tests/test_tp.cpp, tests/test_sp.cpp):
+// small models whose heads every tp divides, a random-token dataset, and a runner that trains N steps in
+// any dp × tp (× sp, ZeRO-1) layout and returns the losses, grad norms, gathered weights and per-layer
+// traffic, to compare with the single-rank run of the same steps (DESIGN §7).
+// Run: `make test CH=04`, `make test CH=05`.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "../04_tensor_parallel/tensor_parallel.hpp"
+#include "../common/data.hpp"
+#include "../common/grid.hpp"
+#include "../common/model.hpp"
+#include "testing.hpp"
+
+namespace penta::tp_testing {
+
+// `tiny` (h 32, 2 layers, 4 heads, ffn 64) with 4 kv heads so tp 4 divides them, and the given vocabulary
+LlamaConfig tp_config(int64_t vocab, bool tied = false);
+
+// tokens and targets uniform in [0, vocab), a pure function of (sample id, position); the last target of a
+// sample is ignored (-1)
+struct RandomTokens : Dataset {
+    explicit RandomTokens(int32_t vocab) : vocab(vocab) {}
+    int32_t vocab_size() const override { return vocab; }
+    void get(int64_t sample_id, int64_t T, int32_t* tokens, int32_t* targets) const override;
+    std::string describe() const override { return "random tokens"; }
+    int32_t vocab;
+};
+
+struct Layout {
+    int tp = 1, dp = 1;
+    bool sp = false, zero1 = false;
+    int64_t micro_batch = 4, grad_accum = 1;  // per dp rank
+    int64_t seq = 8;
+    Recompute recompute = Recompute::none;
+    std::string str() const;
+};
+
+struct Run {
+    std::vector<double> losses, norms;         // per step
+    std::vector<float> params;                 // final weights in the unsharded layout
+    std::vector<LayerTraffic::Bytes> traffic;  // per layer, for one measured micro-batch before training
+    int64_t norm_region_bytes = 0;             // that micro-batch's norm_region_activation_bytes
+};
+
+// the single-rank run of the same global batch: one micro-batch of dp·mb·ga sequences
+Layout reference_of(const Layout& layout);
+
+// steps of AdamW (clipping active) on RandomTokens; a layout with tp = dp = 1 runs without communicator
+Run run_layout(const LlamaConfig& cfg, const Layout& layout, int steps);
+
+// losses and grad norms per step within rtol; the final weights within rtol + rtol × the tensor's largest
+// element: sums in another order (split matmuls, ring all-reduces) differ in the last bits, and AdamW
+// divides a gradient near zero by its own rounding-sized root mean square, so such an element can move by
+// a small fraction of the tensor's scale (tests/test_dp.cpp compares the same way)
+void check_same_training(const LlamaConfig& cfg, const Run& run, const Run& ref, double rtol, const std::string& what);
+
+// The pieces against the unsharded computation, on the ranks of b's group (seq_split: SP's token rows):
+// a column-parallel linear followed by a row-parallel one between b's enter and exit, forward and backward
+void check_column_row_pair(TensorParallel& b, bool seq_split);
+// causal GQA attention with 2t query heads and t kv heads cut by heads (q/k/v rows, o_proj columns)
+void check_head_split_attention(TensorParallel& b, bool seq_split);
+// the vocab-parallel embedding of a V-word table followed by b's exit, forward and backward
+void check_vocab_embedding(TensorParallel& b, int64_t V, bool seq_split);
+// one forward + backward of the sharded model with b and the vocab-parallel loss: the loss, every gathered
+// gradient (after SequenceParallelHooks' norm-gradient sum when b is SP) and the gathered logits
+void check_model_step(const LlamaConfig& cfg, TensorParallel& b, Recompute recompute);
+// run.traffic: every layer's forward and backward bytes == half of tp_layer_comm_elements, f32, exactly
+void check_layer_traffic(const Run& run, const Layout& layout, int64_t hidden);
+
+// a world of tp ranks, all in one tensor-parallel group
+ParallelGrid tp_grid(const LlamaConfig& cfg, int tp);
+
+// the message of the penta::Error f throws, "" when it does not throw
+std::string error_of(const std::function<void()>& f);
+bool contains(const std::string& s, const std::string& part);
+
+// rows [r0, r0 + rows) and columns [c0, c0 + cols) of the host matrix a (R, C)
+std::vector<float> block(const std::vector<float>& a, int64_t C, int64_t r0, int64_t rows, int64_t c0, int64_t cols);
+
+}  // namespace penta::tp_testing

@@ -1,0 +1,257 @@
+// test_zero.cpp — chapter 03, ZeRO-1/2/3: each stage trains exactly like one rank on the whole global
+// batch (losses and final gathered weights, DESIGN §7), its model-state bytes per rank equal
+// formulas.hpp's zero_model_state_bytes_fp32 exactly, and its bytes per step equal zero_step_bytes —
+// ZeRO-3 sends exactly 1.5× ZeRO-1's for a tied model (3Ψ vs 2Ψ).
+// Playbook: "Zero Redundancy Optimizer (ZeRO)". Run: `make test CH=03`, or by hand
+//   mpirun -np 4 build/bin/tests -ts='ch03 np4'
+#include <algorithm>
+#include <cmath>
+
+#include "../02_data_parallel/data_parallel.hpp"
+#include "../03_zero/zero.hpp"
+#include "../common/formulas.hpp"
+#include "testing.hpp"
+
+using namespace penta;
+using namespace penta::testing;
+
+namespace {
+
+constexpr uint64_t kSeed = 5;
+constexpr int64_t kSeq = 32;
+
+struct Spec {
+    bool tied = false;
+    int64_t micro_batch = 2, grad_accum = 1, steps = 5;
+    Recompute recompute = Recompute::none;  // of the ZeRO run (the reference keeps everything)
+};
+
+LlamaConfig model_config(const Spec& s) {  // `tiny` over the byte vocabulary: it reads the addition task
+    LlamaConfig c = preset("tiny");
+    c.vocab = kByteVocab;
+    c.tied_embeddings = s.tied;
+    return c;
+}
+
+// eps 1e-6, not 1e-8: at init some gradients (q_proj: near-uniform attention) are ~1e-8, where AdamW
+// turns their rounding noise (sums in another order) into lr-sized steps; 1e-6 keeps such steps linear
+const AdamWConfig kAdamW{1e-3f, 0.9f, 0.95f, 1e-6f, 0.1f};
+float lr_at(int64_t step) { return 2e-3f / (float)(step + 1); }  // changes every step, so each one counts
+
+struct Trained {
+    std::vector<double> losses;
+    std::vector<float> params;  // whole flat buffer after the last step
+    ModelStateBytes state;      // ZeRO runs: params/grads/master/optim bytes this run holds after a step
+    CommCounters traffic;       // ZeRO runs: the last step's counters
+    int64_t comm_peak = 0;      // ZeRO runs: peak Tag::comm bytes during training
+};
+
+// The single-rank reference: the whole global batch of dp · micro_batch · grad_accum rows in one micro-batch.
+Trained train_reference(const Spec& s, int dp, const Dataset& data) {
+    Model m(model_config(s), Device::cpu, kSeed);
+    AdamW optim(m.params(), m.grads(), optimizer_ranges(m), kAdamW);
+    BatchPlan plan;
+    plan.seq = kSeq;
+    plan.micro_batch = plan.global_batch = dp * s.micro_batch * s.grad_accum;
+    Trained t;
+    for (int64_t step = 0; step < s.steps; step++)
+        t.losses.push_back(training_step(m, optim, data, step, plan, lr_at(step), 1.0f).loss);
+    t.params = m.params().to_host();
+    return t;
+}
+
+int64_t state_bytes_now(Tag tag) { return mem_stats(Device::cpu).current[(int)tag]; }
+
+Trained train_zero(const Spec& s, ZeroStage stage, Comm& dp, const Dataset& data) {
+    const Tag state_tags[] = {Tag::params, Tag::grads, Tag::master, Tag::optim};
+    int64_t before[4];
+    for (int i = 0; i < 4; i++) before[i] = state_bytes_now(state_tags[i]);
+    ModelOptions opt;
+    opt.recompute = s.recompute;
+    Model m(model_config(s), Device::cpu, kSeed, zero_model_options(stage, opt));
+    ZeroHooks hooks(m, dp, stage, kAdamW);
+    TrainConfig cfg;
+    cfg.seq = kSeq;
+    cfg.micro_batch = s.micro_batch;
+    cfg.grad_accum = s.grad_accum;
+    BatchPlan plan = data_parallel_plan(cfg, dp);
+    mem_reset_peak(Device::cpu);
+    const int64_t comm_before = state_bytes_now(Tag::comm);
+    Trained t;
+    for (int64_t step = 0; step < s.steps; step++)
+        t.losses.push_back(training_step(m, hooks, data, step, plan, lr_at(step), 1.0f).loss);
+    t.comm_peak = mem_stats(Device::cpu).peak[(int)Tag::comm] - comm_before;
+    int64_t after[4];
+    for (int i = 0; i < 4; i++) after[i] = state_bytes_now(state_tags[i]) - before[i];
+    t.state = ModelStateBytes{after[0], after[1], after[2], after[3]};
+    t.traffic = hooks.last_step_traffic();
+    t.params = hooks.gather_params().to_host();
+    return t;
+}
+
+std::vector<int64_t> unit_numels(const LlamaConfig& c) {
+    std::vector<int64_t> n;
+    for (const ParamUnit& u : ParamLayout::build(c).units) n.push_back(u.numel);
+    return n;
+}
+
+// The losses to 1e-5 relative; every weight to 1e-5 of its tensor's largest element (sums in another
+// order differ in the last bits, and AdamW scales a near-zero gradient by its own rounding-sized RMS).
+void check_matches_reference(const Trained& got, const Trained& ref, const LlamaConfig& c) {
+    REQUIRE(got.losses.size() == ref.losses.size());
+    for (size_t i = 0; i < ref.losses.size(); i++) {
+        CAPTURE(i);
+        CHECK(got.losses[i] == doctest::Approx(ref.losses[i]).epsilon(1e-5));
+    }
+    REQUIRE(got.params.size() == ref.params.size());
+    for (const ParamTensor& t : ParamLayout::build(c).tensors) {
+        auto first = [&](const std::vector<float>& v) { return v.begin() + t.offset; };
+        std::vector<float> g(first(got.params), first(got.params) + t.numel());
+        std::vector<float> r(first(ref.params), first(ref.params) + t.numel());
+        float scale = 0;
+        for (float v : r) scale = std::max(scale, std::fabs(v));
+        check_close(g, r, 1e-5, 1e-5 * scale, t.name);
+    }
+}
+
+// One stage against the reference: training, memory formula, traffic formula. Returns the ZeRO run.
+Trained check_stage(const Spec& s, ZeroStage stage, Comm& dp, const Trained& ref) {
+    const LlamaConfig c = model_config(s);
+    auto data = make_dataset("addition", kSeed, (int32_t)c.vocab);
+    CAPTURE((int)stage);
+    CAPTURE(dp.size());
+    CAPTURE(s.tied);
+    CAPTURE(s.grad_accum);
+    Trained z = train_zero(s, stage, dp, *data);
+    check_matches_reference(z, ref, c);
+
+    const int64_t psi = c.n_params(), S = zero_shard_numel(unit_numels(c), dp.size(), dp.rank());
+    const ModelStateBytes want = zero_model_state_bytes_fp32((int)stage, psi, S);
+    CHECK(z.state.params == want.params);
+    CHECK(z.state.grads == want.grads);
+    CHECK(z.state.master == 0);
+    CHECK(z.state.optim == want.optim);
+    CHECK(z.comm_peak > 0);  // the transient buffers exist, and are not counted as model state
+
+    const double bytes = zero_step_bytes((int)stage, psi, c.vocab * c.hidden, c.tied_embeddings, s.grad_accum,
+                                         dp.size());
+    CHECK(z.traffic.total_bytes() == doctest::Approx(bytes).epsilon(1e-12));
+    CHECK(z.traffic.calls[(int)CommOp::all_reduce] == 0);
+    return z;
+}
+
+void check_all_stages(Comm& dp, const Spec& s) {
+    auto data = make_dataset("addition", kSeed, kByteVocab);
+    const Trained ref = train_reference(s, dp.size(), *data);
+    CHECK(ref.losses.back() < ref.losses.front());  // it trains: a weight-equality check means something
+    for (ZeroStage st : {ZeroStage::zero1, ZeroStage::zero2, ZeroStage::zero3}) check_stage(s, st, dp, ref);
+}
+
+// ZeRO-3's bytes per step against ZeRO-1's on the same model and batch, A = 1: 3Ψ / 2Ψ for a tied model;
+// an untied one saves the embedding's backward gather.
+void check_traffic_ratio(Comm& dp) {
+    for (bool tied : {true, false}) {
+        CAPTURE(tied);
+        Spec s{tied, 2, 1, 2};
+        auto data = make_dataset("addition", kSeed, kByteVocab);
+        const Trained ref = train_reference(s, dp.size(), *data);
+        const double z1 = check_stage(s, ZeroStage::zero1, dp, ref).traffic.total_bytes();
+        const double z3 = check_stage(s, ZeroStage::zero3, dp, ref).traffic.total_bytes();
+        const LlamaConfig c = model_config(s);
+        const double K = dp.size(), embedding = (K - 1) / K * 4.0 * (double)(c.vocab * c.hidden);
+        CHECK(z1 > 0);
+        if (tied)
+            CHECK(z3 == 1.5 * z1);  // K = 2, 4: (K-1)/K is exact in binary, so every sum is exact too
+        else
+            CHECK(z3 == 1.5 * z1 - embedding);
+    }
+}
+
+}  // namespace
+
+TEST_SUITE("ch03 np2") {
+    TEST_CASE("ZeRO-1/2/3 train exactly like one rank, untied, dp 2") {
+        auto dp = make_world_comm(CommBackend::mpi);
+        check_all_stages(*dp, Spec{false, 2, 1, 5});
+    }
+
+    TEST_CASE("ZeRO-1/2/3 under gradient accumulation, tied embeddings, dp 2") {
+        auto dp = make_world_comm(CommBackend::mpi);
+        check_all_stages(*dp, Spec{true, 1, 2, 5});
+    }
+
+    TEST_CASE("ZeRO-3 sends exactly 1.5x ZeRO-1's bytes (tied); untied, the embedding's backward gather is saved") {
+        auto dp = make_world_comm(CommBackend::mpi);
+        check_traffic_ratio(*dp);
+    }
+
+    TEST_CASE("ZeRO-3 under full recomputation: backward reruns each block on the gathered weights") {
+        auto dp = make_world_comm(CommBackend::mpi);
+        Spec s{true, 2, 1, 3, Recompute::full};
+        auto data = make_dataset("addition", kSeed, kByteVocab);
+        check_stage(s, ZeroStage::zero3, *dp, train_reference(s, dp->size(), *data));
+    }
+
+    TEST_CASE("ZeRO-3 gathers each unit once per pass: prefetch adds no bytes") {
+        auto dp = make_world_comm(CommBackend::mpi);
+        Spec s{false, 2, 1, 1};
+        const LlamaConfig c = model_config(s);
+        auto data = make_dataset("addition", kSeed, kByteVocab);
+        Model m(c, Device::cpu, kSeed, zero_model_options(ZeroStage::zero3));
+        ZeroHooks hooks(m, *dp, ZeroStage::zero3, kAdamW);
+        TrainConfig cfg;
+        cfg.seq = kSeq;
+        cfg.micro_batch = 2;
+        BatchPlan plan = data_parallel_plan(cfg, *dp);
+        training_step(m, hooks, *data, 0, plan, 1e-3f, 1.0f);
+        const CommCounters& t = hooks.last_step_traffic();
+        const int64_t units = c.n_layers + 2;
+        CHECK(t.calls[(int)CommOp::all_gather] == units + (units - 1));  // forward all, backward all but the embedding
+        CHECK(t.calls[(int)CommOp::reduce_scatter] == units);
+    }
+
+    TEST_CASE("ZeRO rejects a model built without the stage's options, and bad --zero values") {
+        auto dp = make_world_comm(CommBackend::mpi);
+        Model m(model_config(Spec{}), Device::cpu, kSeed);  // full weights and gradients
+        bool threw = false;
+        try {
+            ZeroHooks hooks(m, *dp, ZeroStage::zero3, kAdamW);
+        } catch (const Error& e) {
+            threw = std::string(e.what()).find("zero_model_options") != std::string::npos;
+        }
+        CHECK(threw);
+        threw = false;
+        try {
+            parse_zero_stage(4);
+        } catch (const Error& e) {
+            threw = std::string(e.what()).find("--zero 4") != std::string::npos;
+        }
+        CHECK(threw);
+    }
+}
+
+TEST_SUITE("ch03 np4") {
+    TEST_CASE("ZeRO-1/2/3 train exactly like one rank, dp 4, with and without accumulation") {
+        auto dp = make_world_comm(CommBackend::mpi);
+        check_all_stages(*dp, Spec{false, 1, 1, 5});
+        check_all_stages(*dp, Spec{true, 1, 2, 5});
+    }
+
+    TEST_CASE("ZeRO-3 sends exactly 1.5x ZeRO-1's bytes (tied), dp 4") {
+        auto dp = make_world_comm(CommBackend::mpi);
+        check_traffic_ratio(*dp);
+    }
+
+    TEST_CASE("ZeRO over 3 ranks: units that 3 does not divide give uneven shards, no padding") {
+        auto world = make_world_comm(CommBackend::mpi);
+        auto dp = world->split(world->rank() < 3 ? 0 : 1, world->rank(), "dp");
+        if (world->rank() >= 3) return;  // the fourth rank sits this one out
+        const LlamaConfig c = model_config(Spec{});
+        std::vector<int64_t> n = unit_numels(c);
+        int64_t total = 0;
+        for (int r = 0; r < 3; r++) total += zero_shard_numel(n, 3, r);
+        CHECK(total == c.n_params());
+        CHECK(zero_shard_numel(n, 3, 0) != zero_shard_numel(n, 3, 2));  // the model really is uneven here
+        check_all_stages(*dp, Spec{false, 1, 1, 3});
+    }
+}
