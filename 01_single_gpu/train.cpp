@@ -32,21 +32,17 @@ int train(int argc, char** argv) {
     CHECK(world_size() == 1, "chapter 01 trains on one rank, but the job has %d (run it with mpirun -np 1)", world_size());
 
     Device device = resolve_device(cfg.device);
-    LlamaConfig mc = resolve_model(cfg.model);
-    CHECK(cfg.seq <= mc.max_seq, "--seq %ld must be <= the model's max_seq %ld", (long)cfg.seq, (long)mc.max_seq);
+    LlamaConfig mc = resolve_model(cfg);
     auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
     bool task = cfg.data == "addition";
-    ModelOptions mopt;
-    mopt.recompute = parse_recompute(cfg.recompute);
-    mopt.attention = parse_attention_kernel(cfg.attention);
-    Model model(mc, device, (uint64_t)cfg.seed, mopt);
+    Model model(mc, device, (uint64_t)cfg.seed, model_options(cfg));
 
     if (!cfg.dump_reference.empty()) {
         dump_reference(model, *data, cfg, cfg.dump_reference);
         return 0;
     }
 
-    AdamW optim(model.params(), model.grads(), optimizer_ranges(model), AdamWConfig{cfg.lr, cfg.beta1, cfg.beta2, 1e-8f, cfg.weight_decay});
+    AdamW optim(model.params(), model.grads(), optimizer_ranges(model), adamw_config(cfg));
     SingleDeviceHooks hooks(optim);
     PeakFlops peak = device_peak_flops(device, DType::f32);
     TrainLoop loop{model, hooks, *data, cfg, BatchPlan{}, StepLogConfig{}, task, {}, {}};
@@ -54,11 +50,7 @@ int train(int argc, char** argv) {
     loop.plan.micro_batch = cfg.micro_batch;
     loop.plan.grad_accum = cfg.grad_accum;
     loop.plan.global_batch = cfg.micro_batch * cfg.grad_accum;
-    int64_t matmul_params = model.n_params() - (mc.tied_embeddings ? 0 : mc.vocab * mc.hidden);
-    loop.log.flops_per_token = model_flops_per_token(matmul_params, mc.n_layers, mc.n_heads * mc.head_dim(), cfg.seq);
-    loop.log.peak_flops = peak.flops;
-    loop.log.device = device;
-    loop.log.jsonl_path = cfg.log_jsonl;
+    configure_log(loop, mc, device, 1);
 
     std::vector<int32_t> sample(cfg.seq), sample_targets(cfg.seq);
     data->get(0, cfg.seq, sample.data(), sample_targets.data());
@@ -70,7 +62,7 @@ int train(int argc, char** argv) {
     std::printf("batch: %ld micro-batch x %ld grad-accum = %ld sequences x %ld tokens; recompute %s, attention %s\n",
                 (long)cfg.micro_batch, (long)cfg.grad_accum, (long)loop.plan.global_batch, (long)cfg.seq,
                 cfg.recompute.c_str(), cfg.attention.c_str());
-    if (task) std::printf("ln(vocab) = %.3f: a model that learned nothing scores about that\n", std::log((double)mc.vocab));
+    print_task_baseline(cfg, mc);
 
     int64_t saved = run_training(loop).saved_activation_bytes;
     print_activation_table(model, cfg, saved);

@@ -23,6 +23,38 @@ LlamaConfig resolve_model(const std::string& m) {
     return is_file ? load_hf_config(m) : preset(m);
 }
 
+LlamaConfig resolve_model(const TrainConfig& cfg) {
+    LlamaConfig mc = resolve_model(cfg.model);
+    CHECK(cfg.seq <= mc.max_seq, "--seq %ld must be <= the model's max_seq %ld", (long)cfg.seq, (long)mc.max_seq);
+    return mc;
+}
+
+ModelOptions model_options(const TrainConfig& cfg) {
+    ModelOptions o;
+    o.recompute = parse_recompute(cfg.recompute);
+    o.attention = parse_attention_kernel(cfg.attention);
+    return o;
+}
+
+AdamWConfig adamw_config(const TrainConfig& cfg) {
+    return AdamWConfig{cfg.lr, cfg.beta1, cfg.beta2, 1e-8f, cfg.weight_decay};
+}
+
+void configure_log(TrainLoop& loop, const LlamaConfig& mc, Device device, int num_devices) {
+    // lm_head's FLOPs count even when tied; the embedding lookup is not a matmul
+    const int64_t matmul_params = mc.n_params() - (mc.tied_embeddings ? 0 : mc.vocab * mc.hidden);
+    loop.log.flops_per_token = model_flops_per_token(matmul_params, mc.n_layers, mc.n_heads * mc.head_dim(), loop.cfg.seq);
+    loop.log.peak_flops = device_peak_flops(device, DType::f32).flops;
+    loop.log.num_devices = num_devices;
+    loop.log.device = device;
+    loop.log.jsonl_path = loop.cfg.log_jsonl;
+}
+
+void print_task_baseline(const TrainConfig& cfg, const LlamaConfig& mc) {
+    if (cfg.data == "addition" && world_rank() == 0)
+        std::printf("ln(vocab) = %.3f: a model that learned nothing scores about that\n", std::log((double)mc.vocab));
+}
+
 Eval evaluate(Model& model, const Dataset& data, const TrainConfig& cfg, bool task,
               const std::function<Tensor(const Tensor&)>& full_logits) {
     const int64_t rows = 32, first = int64_t(1) << 40;
@@ -45,6 +77,7 @@ StepResult run_training(TrainLoop& L) {
     const TrainConfig& cfg = L.cfg;
     LRSchedule schedule{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps};
     L.log.print = world_rank() == 0;
+    if (world_rank() != 0) L.log.jsonl_path.clear();  // one writer: the ranks share the path
     StepLog log(L.log);
     StepResult r;
     for (int64_t s = 0; s < cfg.steps; s++) {

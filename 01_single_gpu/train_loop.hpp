@@ -16,6 +16,10 @@ namespace penta {
 
 Device resolve_device(const std::string& flag_value);  // --device auto|cpu|cuda
 LlamaConfig resolve_model(const std::string& flag_value);  // a preset name or a HF config.json path
+// --model, checked against --seq (the model's max_seq)
+LlamaConfig resolve_model(const TrainConfig& cfg);
+ModelOptions model_options(const TrainConfig& cfg);  // --recompute, --attention (no parallelism)
+AdamWConfig adamw_config(const TrainConfig& cfg);    // --lr, --beta1, --beta2, --weight-decay
 
 // Held-out evaluation on sample ids far beyond any training step's, so never trained on.
 struct Eval {
@@ -39,6 +43,12 @@ struct TrainLoop {
     // called after every step on every rank, before the line is printed: a chapter adds its figures
     std::function<void(StepRecord&, const StepResult&)> on_step;
 };
+
+// Fills loop.log for a model of config mc (the FULL model, whatever shard this rank holds) trained on
+// num_devices devices: FLOPs per token (6N + attention), the device's peak, --log-jsonl (rank 0 writes it).
+void configure_log(TrainLoop& loop, const LlamaConfig& mc, Device device, int num_devices);
+// the line that says what loss a model that learned nothing has (the addition task); rank 0
+void print_task_baseline(const TrainConfig& cfg, const LlamaConfig& mc);
 
 // Runs cfg.steps steps (lr from the warmup+cosine schedule), evaluating every cfg.eval_every, printing
 // every cfg.log_every; honours --inject-failure. Returns the last step's result.

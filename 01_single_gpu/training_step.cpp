@@ -24,6 +24,9 @@ StepResult training_step(Model& model, StepHooks& hooks, const Dataset& data, in
     Batch batch = load_batch(data, global_sample_id(step, plan.first_row, plan.global_batch), rows, plan.seq);
     // the loss is a mean over the GLOBAL batch's target tokens: count them before any backward
     r.global_tokens = plan.reduce_sum((double)count_targets(batch));
+    CHECK(r.global_tokens > 0,
+          "step %ld: no sample of the global batch has a target token (data %s, --seq %ld): a longer --seq is "
+          "needed", (long)step, data.describe().c_str(), (long)plan.seq);
 
     model.zero_grads();
     hooks.begin_step();

@@ -25,13 +25,6 @@ using namespace penta;
 
 namespace {
 
-// x of every rank of `comm`, in rank order (a few small reductions, not counted as traffic)
-std::vector<double> gather_scalar(Comm& comm, double x) {
-    std::vector<double> all(comm.size());
-    for (int r = 0; r < comm.size(); r++) all[r] = comm.all_reduce_scalar(comm.rank() == r ? x : 0.0);
-    return all;
-}
-
 int train(int argc, char** argv) {
     TrainConfig cfg;
     cfg.micro_batch = 8;  // x --dp 2 = chapter 01's global batch of 16
@@ -51,26 +44,17 @@ int train(int argc, char** argv) {
     check_data_parallel_only(cfg, world_size(), "chapter 02");
 
     Device device = resolve_device(cfg.device);
-    LlamaConfig mc = resolve_model(cfg.model);
-    CHECK(cfg.seq <= mc.max_seq, "--seq %ld must be <= the model's max_seq %ld", (long)cfg.seq, (long)mc.max_seq);
+    LlamaConfig mc = resolve_model(cfg);
     ParallelGrid grid(make_world_comm(parse_comm_backend(cfg.comm, device)), GridShape{(int)cfg.dp}, &mc);
     Comm& dp = grid.dp();
     auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
     bool task = cfg.data == "addition";
-    ModelOptions mopt;
-    mopt.recompute = parse_recompute(cfg.recompute);
-    mopt.attention = parse_attention_kernel(cfg.attention);
-    Model model(mc, device, (uint64_t)cfg.seed, mopt);  // the same seed everywhere: identical replicas
-    AdamW optim(model.params(), model.grads(), optimizer_ranges(model), AdamWConfig{cfg.lr, cfg.beta1, cfg.beta2, 1e-8f, cfg.weight_decay});
+    Model model(mc, device, (uint64_t)cfg.seed, model_options(cfg));  // the same seed everywhere: identical replicas
+    AdamW optim(model.params(), model.grads(), optimizer_ranges(model), adamw_config(cfg));
     DataParallelHooks hooks(model, optim, dp, dpo);
 
     TrainLoop loop{model, hooks, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, task, {}, {}};
-    int64_t matmul_params = model.n_params() - (mc.tied_embeddings ? 0 : mc.vocab * mc.hidden);
-    loop.log.flops_per_token = model_flops_per_token(matmul_params, mc.n_layers, mc.n_heads * mc.head_dim(), cfg.seq);
-    loop.log.peak_flops = device_peak_flops(device, DType::f32).flops;
-    loop.log.num_devices = dp.size();
-    loop.log.device = device;
-    loop.log.jsonl_path = world_rank() == 0 ? cfg.log_jsonl : "";  // one writer: the ranks share the path
+    configure_log(loop, mc, device, dp.size());
     // totals over the steps after the first (which pays for first-touch allocations)
     DpStepStats total;
     int64_t counted = 0;
@@ -103,8 +87,8 @@ int train(int argc, char** argv) {
         std::printf("; no_sync %s\n", no_sync ? "on" : "off");
         std::printf("batch: %ld micro-batch x %ld grad-accum x %d ranks = %ld sequences x %ld tokens\n",
                     (long)cfg.micro_batch, (long)cfg.grad_accum, dp.size(), (long)loop.plan.global_batch, (long)cfg.seq);
-        if (task) std::printf("ln(vocab) = %.3f: a model that learned nothing scores about that\n", std::log((double)mc.vocab));
     }
+    print_task_baseline(cfg, mc);
 
     run_training(loop);
 
@@ -113,10 +97,10 @@ int train(int argc, char** argv) {
     const int64_t reductions = no_sync ? 1 : cfg.grad_accum;
     const double formula = reductions * dp_bytes_per_step_formula(K, grad_bytes);
     const double n = std::max<int64_t>(counted, 1);
-    std::vector<double> bytes = gather_scalar(grid.world(), total.bytes);
-    std::vector<double> comm_ms = gather_scalar(grid.world(), 1e3 * total.comm_s / n);
-    std::vector<double> exposed_ms = gather_scalar(grid.world(), 1e3 * total.exposed_s / n);
-    std::vector<double> hidden = gather_scalar(grid.world(), total.hidden_fraction());
+    std::vector<double> bytes = grid.world().all_gather_scalar(total.bytes);
+    std::vector<double> comm_ms = grid.world().all_gather_scalar(1e3 * total.comm_s / n);
+    std::vector<double> exposed_ms = grid.world().all_gather_scalar(1e3 * total.exposed_s / n);
+    std::vector<double> hidden = grid.world().all_gather_scalar(total.hidden_fraction());
     if (world_rank() == 0) {
         std::printf("\ngradient all-reduce per step (mean over steps 2-%ld), dp %d, M = %.0f gradient bytes:\n",
                     (long)cfg.steps, K, grad_bytes);

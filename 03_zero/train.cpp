@@ -30,8 +30,10 @@ namespace {
 // row r = the values rank r passed (a few uncounted scalar reductions; only rank 0 prints them)
 std::vector<std::vector<double>> per_rank(Comm& comm, const std::vector<double>& mine) {
     std::vector<std::vector<double>> rows(comm.size(), std::vector<double>(mine.size()));
-    for (int r = 0; r < comm.size(); r++)
-        for (size_t i = 0; i < mine.size(); i++) rows[r][i] = comm.all_reduce_scalar(comm.rank() == r ? mine[i] : 0.0);
+    for (size_t i = 0; i < mine.size(); i++) {
+        std::vector<double> column = comm.all_gather_scalar(mine[i]);
+        for (int r = 0; r < comm.size(); r++) rows[r][i] = column[r];
+    }
     return rows;
 }
 
@@ -46,22 +48,16 @@ int train(int argc, char** argv) {
     if (!flags.parse(argc, argv)) return 0;
     cfg.validate();
     CHECK(zero >= 0 && zero <= 3, "--zero %ld must be 0 (plain DP), 1, 2 or 3", (long)zero);
-    CHECK(cfg.dp == world_size(), "--dp %ld must equal the number of ranks %d (chapter 03 is data parallel only: mpirun -np %ld)",
-          (long)cfg.dp, world_size(), (long)cfg.dp);
-    CHECK(cfg.tp == 1 && cfg.pp == 1 && cfg.cp == 1 && cfg.ep == 1 && !cfg.sp,
-          "chapter 03 is data parallel only: --tp, --pp, --cp, --ep must be 1 and --sp off (chapter 09 combines them)");
+    check_data_parallel_only(cfg, world_size(), "chapter 03");
 
     Device device = resolve_device(cfg.device);
-    LlamaConfig mc = resolve_model(cfg.model);
-    CHECK(cfg.seq <= mc.max_seq, "--seq %ld must be <= the model's max_seq %ld", (long)cfg.seq, (long)mc.max_seq);
+    LlamaConfig mc = resolve_model(cfg);
     ParallelGrid grid(make_world_comm(parse_comm_backend(cfg.comm, device)), GridShape{(int)cfg.dp}, &mc);
     Comm& dp = grid.dp();
     auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
     bool task = cfg.data == "addition";
-    ModelOptions mopt;
-    mopt.recompute = parse_recompute(cfg.recompute);
-    mopt.attention = parse_attention_kernel(cfg.attention);
-    const AdamWConfig adamw{cfg.lr, cfg.beta1, cfg.beta2, 1e-8f, cfg.weight_decay};
+    const ModelOptions mopt = model_options(cfg);
+    const AdamWConfig adamw = adamw_config(cfg);
 
     // --zero 0: chapter 02's data parallelism, for comparison; 1-3: ZeRO
     const ZeroStage stage = zero > 0 ? parse_zero_stage(zero) : ZeroStage::zero1;
@@ -80,12 +76,7 @@ int train(int argc, char** argv) {
     };
 
     TrainLoop loop{model, *hooks, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, task, {}, {}};
-    int64_t matmul_params = model.n_params() - (mc.tied_embeddings ? 0 : mc.vocab * mc.hidden);
-    loop.log.flops_per_token = model_flops_per_token(matmul_params, mc.n_layers, mc.n_heads * mc.head_dim(), cfg.seq);
-    loop.log.peak_flops = device_peak_flops(device, DType::f32).flops;
-    loop.log.num_devices = dp.size();
-    loop.log.device = device;
-    loop.log.jsonl_path = world_rank() == 0 ? cfg.log_jsonl : "";  // one writer: the ranks share the path
+    configure_log(loop, mc, device, dp.size());
     loop.on_step = [&](StepRecord& rec, const StepResult&) { rec.extra.push_back({"MB sent", step_bytes() / 1e6}); };
 
     const int K = dp.size();
@@ -97,8 +88,8 @@ int train(int argc, char** argv) {
                     zero > 0 ? ("ZeRO-" + std::to_string(zero)).c_str() : "plain data parallelism (chapter 02)");
         std::printf("batch: %ld micro-batch x %ld grad-accum x %d ranks = %ld sequences x %ld tokens\n",
                     (long)cfg.micro_batch, (long)cfg.grad_accum, K, (long)loop.plan.global_batch, (long)cfg.seq);
-        if (task) std::printf("ln(vocab) = %.3f: a model that learned nothing scores about that\n", std::log((double)mc.vocab));
     }
+    print_task_baseline(cfg, mc);
 
     mem_reset_peak(device);
     run_training(loop);

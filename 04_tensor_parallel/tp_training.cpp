@@ -35,16 +35,13 @@ TensorParallelTraining::TensorParallelTraining(const TrainConfig& c, bool zero1)
           "combines --dp and --tp only",
           (long)cfg.pp, (long)cfg.cp, (long)cfg.ep);
     device = resolve_device(cfg.device);
-    mc = resolve_model(cfg.model);
-    CHECK(cfg.seq <= mc.max_seq, "--seq %ld must be <= the model's max_seq %ld", (long)cfg.seq, (long)mc.max_seq);
+    mc = resolve_model(cfg);
     // every rule of the layout is checked here, on every rank, before any work
     grid = std::make_unique<ParallelGrid>(make_world_comm(parse_comm_backend(cfg.comm, device)),
                                           GridShape{(int)cfg.dp, 1, 1, (int)cfg.tp}, &mc);
     data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
 
-    ModelOptions mo;
-    mo.recompute = parse_recompute(cfg.recompute);
-    mo.attention = parse_attention_kernel(cfg.attention);
+    ModelOptions mo = model_options(cfg);
     mo.tp = (int)cfg.tp, mo.tp_rank = grid->coords().tp;  // this rank's shard of every matrix
     if (zero1) mo = zero_model_options(ZeroStage::zero1, mo);
     model = std::make_unique<Model>(mc, device, (uint64_t)cfg.seed, mo);
@@ -53,10 +50,10 @@ TensorParallelTraining::TensorParallelTraining(const TrainConfig& c, bool zero1)
     set_boundary(std::make_unique<TensorParallel>(grid->tp()));
 
     // over dp: chapter 02's all-reduce, or chapter 03's ZeRO-1 — they see a flat buffer, sharded or not
-    const AdamWConfig ac{cfg.lr, cfg.beta1, cfg.beta2, 1e-8f, cfg.weight_decay};
+    const AdamWConfig ac = adamw_config(cfg);
     if (zero1) {
         auto z = std::make_unique<ZeroHooks>(*model, grid->dp(), ZeroStage::zero1, ac);
-        optim_ = &const_cast<AdamW&>(z->optimizer());  // its grad norm gets the tp sum below
+        optim_ = &z->optimizer();  // its grad norm gets the tp sum below
         for (int u = 0; u < z->shards().units(); u++) pieces_.push_back(z->shards().piece(u));
         dp_hooks_ = std::move(z);
     } else {
@@ -120,8 +117,7 @@ void TensorParallelTraining::print_header(const char* program) const {
                 (long)cfg.micro_batch, (long)cfg.grad_accum, (long)cfg.dp,
                 (long)(cfg.micro_batch * cfg.grad_accum * cfg.dp), (long)cfg.seq, cfg.recompute.c_str(),
                 cfg.attention.c_str(), pieces_.empty() ? "AdamW" : "AdamW, ZeRO-1 over dp");
-    if (cfg.data == "addition")
-        std::printf("ln(vocab) = %.3f: a model that learned nothing scores about that\n", std::log((double)mc.vocab));
+    print_task_baseline(cfg, mc);
 }
 
 void TensorParallelTraining::print_traffic(const std::vector<LayerTraffic::Bytes>& layers, const char* boundary) const {
@@ -145,12 +141,7 @@ StepResult TensorParallelTraining::run() {
     TrainLoop loop{*model, *hooks_, *data, cfg, data_parallel_plan(cfg, grid->dp()), StepLogConfig{},
                    cfg.data == "addition", {}, {}};
     loop.full_logits = [this](const Tensor& local) { return gather_vocab_logits(grid->tp(), local, mc.vocab); };
-    const int64_t matmul_params = mc.n_params() - (mc.tied_embeddings ? 0 : mc.vocab * mc.hidden);
-    loop.log.flops_per_token = model_flops_per_token(matmul_params, mc.n_layers, mc.n_heads * mc.head_dim(), cfg.seq);
-    loop.log.peak_flops = device_peak_flops(device, DType::f32).flops;
-    loop.log.num_devices = grid->world().size();
-    loop.log.device = device;
-    loop.log.jsonl_path = world_rank() == 0 ? cfg.log_jsonl : "";
+    configure_log(loop, mc, device, grid->world().size());
     double tp_bytes = grid->tp().counters().total_bytes();
     loop.on_step = [&](StepRecord& rec, const StepResult&) {  // everything the tp group sent this step
         const double now = grid->tp().counters().total_bytes();

@@ -51,6 +51,41 @@ double ring_bytes(CommOp op, int K, double M) {
     return 0.0;
 }
 
+CommHandle Comm::all_to_all_async(const Tensor& in, Tensor& out) {
+    CHECK(in.numel() == out.numel() && in.numel() % size_ == 0,
+          "all_to_all: in (%lld) and out (%lld) must have the same numel, divisible by the group size %d",
+          (long long)in.numel(), (long long)out.numel(), size_);
+    const int64_t c = in.numel() / size_;
+    std::vector<int64_t> counts(size_, c), offs(size_);
+    for (int r = 0; r < size_; r++) offs[r] = r * c;
+    return all_to_all_v_async(in, counts, offs, out, counts, offs);
+}
+
+std::vector<double> Comm::all_gather_scalar(double x) {
+    std::vector<double> all(size_);
+    for (int r = 0; r < size_; r++) all[r] = all_reduce_scalar(rank_ == r ? x : 0.0);
+    return all;
+}
+
+double Comm::check_all_to_all_v(const Tensor& in, const std::vector<int64_t>& sc, const std::vector<int64_t>& so,
+                                const Tensor& out, const std::vector<int64_t>& rc,
+                                const std::vector<int64_t>& ro) const {
+    CHECK((int)sc.size() == size_ && (int)so.size() == size_ && (int)rc.size() == size_ && (int)ro.size() == size_,
+          "all_to_all_v: counts and offsets need %d entries each (the group size)", size_);
+    CHECK(in.dtype == out.dtype, "all_to_all_v: in is %s, out is %s", dtype_name(in.dtype), dtype_name(out.dtype));
+    double sent = 0;
+    for (int r = 0; r < size_; r++) {
+        CHECK(sc[r] >= 0 && so[r] >= 0 && so[r] + sc[r] <= in.numel(),
+              "all_to_all_v: send part %d [%lld, +%lld) is outside the input (%lld elements)", r, (long long)so[r],
+              (long long)sc[r], (long long)in.numel());
+        CHECK(rc[r] >= 0 && ro[r] >= 0 && ro[r] + rc[r] <= out.numel(),
+              "all_to_all_v: receive part %d [%lld, +%lld) is outside the output (%lld elements)", r, (long long)ro[r],
+              (long long)rc[r], (long long)out.numel());
+        if (r != rank_) sent += (double)sc[r] * dtype_size(in.dtype);
+    }
+    return sent;
+}
+
 double CommCounters::total_bytes() const {
     double s = 0;
     for (double b : bytes) s += b;
@@ -96,11 +131,11 @@ class SelfComm : public Comm {
     }
     CommHandle send_async(const Tensor&, int peer, int) override { FAIL("send to %d on a group of one rank", peer); }
     CommHandle recv_async(Tensor&, int peer, int) override { FAIL("recv from %d on a group of one rank", peer); }
-    CommHandle all_to_all_async(const Tensor& in, Tensor& out) override { return copy_all(CommOp::all_to_all, in, out); }
     CommHandle all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& sc, const std::vector<int64_t>& so,
                                   Tensor& out, const std::vector<int64_t>& rc, const std::vector<int64_t>& ro) override {
-        CHECK(sc.size() == 1 && so.size() == 1 && rc.size() == 1 && ro.size() == 1 && sc[0] == rc[0],
-              "all_to_all_v on one rank: one count and offset each, send count == receive count");
+        check_all_to_all_v(in, sc, so, out, rc, ro);
+        CHECK(sc[0] == rc[0], "all_to_all_v on one rank: send count %lld != receive count %lld", (long long)sc[0],
+              (long long)rc[0]);
         Tensor dst = out.flat(ro[0], rc[0]);
         copy(dst, in.flat(so[0], sc[0]));
         record(CommOp::all_to_all, 0.0);

@@ -106,8 +106,9 @@ class Comm {
     virtual CommHandle broadcast_async(Tensor& x, int root) = 0;
     virtual CommHandle send_async(const Tensor& x, int peer, int tag = 0) = 0;
     virtual CommHandle recv_async(Tensor& x, int peer, int tag = 0) = 0;
-    // in and out hold K equal chunks (numel divisible by K); chunk j of in goes to rank j
-    virtual CommHandle all_to_all_async(const Tensor& in, Tensor& out) = 0;
+    // in and out hold K equal chunks (numel divisible by K); chunk j of in goes to rank j (all_to_all_v
+    // with equal counts)
+    CommHandle all_to_all_async(const Tensor& in, Tensor& out);
     // counts/offsets in elements, K each: send_counts[j] elements from in at send_offsets[j] go to rank
     // j, which receives them at its recv_offsets[this rank]
     virtual CommHandle all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& send_counts,
@@ -131,6 +132,8 @@ class Comm {
     virtual void barrier() = 0;
     // small host-side helpers (not counted): sum / max of one double over the group
     virtual double all_reduce_scalar(double x, ReduceOp op = ReduceOp::sum) = 0;
+    // every rank's x, in rank order (K scalar reductions: for end-of-run tables, not for hot loops)
+    std::vector<double> all_gather_scalar(double x);
 
     // A new Comm over the ranks that pass the same color, ordered by key (MPI_Comm_split's rule).
     // Collective over this Comm.
@@ -140,6 +143,11 @@ class Comm {
     void reset_counters() { counters_ = {}; }
 
    protected:
+    // all_to_all_v's argument checks (K counts and offsets, parts inside the tensors, same dtype); returns
+    // the bytes that leave this rank, which is what all_to_all is counted as
+    double check_all_to_all_v(const Tensor& in, const std::vector<int64_t>& send_counts,
+                              const std::vector<int64_t>& send_offsets, const Tensor& out,
+                              const std::vector<int64_t>& recv_counts, const std::vector<int64_t>& recv_offsets) const;
     // one call of op on a buffer of buffer_bytes, counted by ring_bytes
     void record(CommOp op, double buffer_bytes) {
         counters_.calls[(int)op] += 1;

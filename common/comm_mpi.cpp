@@ -184,36 +184,16 @@ class MpiComm : public Comm {
         return CommHandle(std::move(p));
     }
 
-    CommHandle all_to_all_async(const Tensor& in, Tensor& out) override {
-        CHECK(in.numel() == out.numel() && in.numel() % size_ == 0,
-              "all_to_all: in (%lld) and out (%lld) must have the same numel, divisible by the group size %d",
-              (long long)in.numel(), (long long)out.numel(), size_);
-        const int64_t c = in.numel() / size_;
-        std::vector<int64_t> counts(size_, c), offs(size_);
-        for (int r = 0; r < size_; r++) offs[r] = r * c;
-        return all_to_all_v_async(in, counts, offs, out, counts, offs);
-    }
-
     CommHandle all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& sc, const std::vector<int64_t>& so,
                                   Tensor& out, const std::vector<int64_t>& rc,
                                   const std::vector<int64_t>& ro) override {
-        CHECK((int)sc.size() == size_ && (int)so.size() == size_ && (int)rc.size() == size_ && (int)ro.size() == size_,
-              "all_to_all_v: counts and offsets need %d entries each (the group size)", size_);
-        CHECK(in.dtype == out.dtype, "all_to_all_v: in is %s, out is %s", dtype_name(in.dtype), dtype_name(out.dtype));
+        const double sent = check_all_to_all_v(in, sc, so, out, rc, ro);
         auto p = std::make_unique<MpiPending>();
-        double sent = 0;
         for (int r = 0; r < size_; r++) {
-            CHECK(sc[r] >= 0 && so[r] >= 0 && so[r] + sc[r] <= in.numel(),
-                  "all_to_all_v: send part %d [%lld, +%lld) is outside the input (%lld elements)", r, (long long)so[r],
-                  (long long)sc[r], (long long)in.numel());
-            CHECK(rc[r] >= 0 && ro[r] >= 0 && ro[r] + rc[r] <= out.numel(),
-                  "all_to_all_v: receive part %d [%lld, +%lld) is outside the output (%lld elements)", r,
-                  (long long)ro[r], (long long)rc[r], (long long)out.numel());
             p->counts.push_back(to_int(sc[r], "all_to_all_v"));
             p->displs.push_back(to_int(so[r], "all_to_all_v"));
             p->counts2.push_back(to_int(rc[r], "all_to_all_v"));
             p->displs2.push_back(to_int(ro[r], "all_to_all_v"));
-            if (r != rank_) sent += (double)sc[r] * dtype_size(in.dtype);
         }
         p->keep.push_back(input_buffer(in, out));
         p->outputs.emplace_back(out, true);  // parts nobody sends keep their old values

@@ -74,7 +74,10 @@ bool Flags::parse(int argc, char** argv) {
             if (f.name == name) flag = &f;
         if (!flag) FAIL("unknown flag --%s (see --help)", name.c_str());
         if (!has_value) {
-            if (flag->is_bool) value = "1";
+            // a bool flag alone means on; `--name 0` / `--name false` also work, like `--name=0`
+            auto is_bool_word = [](const std::string& w) { return w == "0" || w == "1" || w == "true" || w == "false"; };
+            if (flag->is_bool && i + 1 < argc && is_bool_word(argv[i + 1])) value = argv[++i];
+            else if (flag->is_bool) value = "1";
             else if (i + 1 < argc) value = argv[++i];
             else FAIL("--%s needs a value", name.c_str());
         }

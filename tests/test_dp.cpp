@@ -49,7 +49,6 @@ class EagerComm : public Comm {
     CommHandle broadcast_async(Tensor&, int) override { return unused(); }
     CommHandle send_async(const Tensor&, int, int) override { return unused(); }
     CommHandle recv_async(Tensor&, int, int) override { return unused(); }
-    CommHandle all_to_all_async(const Tensor&, Tensor&) override { return unused(); }
     CommHandle all_to_all_v_async(const Tensor&, const std::vector<int64_t>&, const std::vector<int64_t>&, Tensor&,
                                   const std::vector<int64_t>&, const std::vector<int64_t>&) override {
         return unused();

@@ -311,34 +311,12 @@ class NcclComm : public Comm {
         return h;
     }
 
-    CommHandle all_to_all_async(const Tensor& in, Tensor& out) override {
-        CHECK(in.numel() == out.numel() && in.numel() % size_ == 0,
-              "all_to_all: in (%lld) and out (%lld) must have the same numel, divisible by the group size %d",
-              (long long)in.numel(), (long long)out.numel(), size_);
-        const int64_t c = in.numel() / size_;
-        std::vector<int64_t> counts(size_, c), offs(size_);
-        for (int r = 0; r < size_; r++) offs[r] = r * c;
-        return all_to_all_v_async(in, counts, offs, out, counts, offs);
-    }
-
     CommHandle all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& sc, const std::vector<int64_t>& so,
                                   Tensor& out, const std::vector<int64_t>& rc,
                                   const std::vector<int64_t>& ro) override {
         check_device(in, "all_to_all_v");
         check_device(out, "all_to_all_v");
-        CHECK((int)sc.size() == size_ && (int)so.size() == size_ && (int)rc.size() == size_ && (int)ro.size() == size_,
-              "all_to_all_v: counts and offsets need %d entries each (the group size)", size_);
-        CHECK(in.dtype == out.dtype, "all_to_all_v: in is %s, out is %s", dtype_name(in.dtype), dtype_name(out.dtype));
-        double sent = 0;
-        for (int r = 0; r < size_; r++) {
-            CHECK(sc[r] >= 0 && so[r] >= 0 && so[r] + sc[r] <= in.numel(),
-                  "all_to_all_v: send part %d [%lld, +%lld) is outside the input (%lld elements)", r, (long long)so[r],
-                  (long long)sc[r], (long long)in.numel());
-            CHECK(rc[r] >= 0 && ro[r] >= 0 && ro[r] + rc[r] <= out.numel(),
-                  "all_to_all_v: receive part %d [%lld, +%lld) is outside the output (%lld elements)", r,
-                  (long long)ro[r], (long long)rc[r], (long long)out.numel());
-            if (r != rank_) sent += (double)sc[r] * dtype_size(in.dtype);
-        }
+        const double sent = check_all_to_all_v(in, sc, so, out, rc, ro);
         const ncclDataType_t t = nccl_type(in.dtype, false, "all_to_all_v");
         const size_t es = dtype_size(in.dtype);
         begin();
