@@ -5,6 +5,7 @@
 #   1. the CUDA tests: every CUDA op against the CPU reference (tests/test_cuda.cpp),
 #   2. the op micro-benchmark on the GPU (GEMM via cuBLAS, naive vs tiled attention),
 #   3. chapter 01 on the GPU for a few steps, when it is built,
+#   4. the NCCL backend's one-GPU test and chapter 02 with --comm nccl beside --comm mpi,
 # and writes OUTDIR/summary.txt plus one log per step. It brings its own OpenBLAS, doctest and nlohmann-json
 # in .deps/ (made by scripts/fetch_runtime.sh); without mpicxx it builds MPI=0 (single rank).
 set -uo pipefail
@@ -48,5 +49,13 @@ step cuda_tests build-gpu/bin/tests -ts="ch00 np1" -tc="*cuda*"
 step bench_ops build-gpu/bin/bench_ops --device cuda
 if [ -x build-gpu/bin/01_single_gpu ]; then
     step ch01_gpu build-gpu/bin/01_single_gpu --device cuda --model small --steps 50
+fi
+# the NCCL backend on one GPU (NCCL needs one GPU per rank, so the group has one rank: every stream path,
+# the grouped send/recv, split and counters; the uneven-part padding needs two GPUs)
+step nccl_tests build-gpu/bin/tests -ts="ch02 np1" -tc="*NCCL*"
+if [ -x build-gpu/bin/02_data_parallel ]; then
+    # the same 20 steps through NCCL and through MPI staging: the losses must match
+    step ch02_nccl build-gpu/bin/02_data_parallel --dp 1 --micro-batch 16 --device cuda --comm nccl --steps 20 --log-every 5 --eval-every 0
+    step ch02_mpi build-gpu/bin/02_data_parallel --dp 1 --micro-batch 16 --device cuda --comm mpi --steps 20 --log-every 5 --eval-every 0
 fi
 echo "summary in $summary"
