@@ -22,6 +22,8 @@
 
 using namespace penta;
 using penta::testing::check_close;
+using penta::testing::contains;
+using penta::testing::error_of;
 using penta::testing::random_tensor;
 
 namespace {
@@ -74,18 +76,6 @@ int owner(int64_t M, int K, int64_t i) {
 std::string what(const char* op, DType dt, int64_t M, int K) {
     return strfmt("%s %s M=%lld K=%d", op, dtype_name(dt), (long long)M, K);
 }
-
-// the message of the penta::Error that f throws ("" if it throws none)
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // ---- collectives against their definitions ------------------------------------------------------------
 

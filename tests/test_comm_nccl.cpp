@@ -4,26 +4,14 @@
 // matching receive must go out as one NCCL group, or the GPU waits forever), split, the stream ordering of
 // wait(), counters and the error messages. Skipped without a GPU.
 //   build/bin/tests -ts='ch02 np1' -tc='*NCCL*'
-#include <functional>
-
 #include "../common/comm.hpp"
 #include "testing.hpp"
 
 using namespace penta;
 using penta::testing::check_close;
+using penta::testing::contains;
+using penta::testing::error_of;
 using penta::testing::random_tensor;
-
-namespace {
-std::string nccl_error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-}  // namespace
 
 TEST_SUITE("ch02 np1") {
 
@@ -88,9 +76,9 @@ TEST_CASE("NCCL backend on one GPU: collectives, send/recv batching, split, coun
     convert(f8, x);
     comm->all_gather(f8, g8);
     check_close(g8.to_host(), f8.to_host(), 0, 0, "all_gather of e4m3");
-    CHECK(has(nccl_error_of([&] { comm->all_reduce(f8); }), "NCCL reduces f32, bf16, f16 or i32, not e4m3"));
+    CHECK(contains(error_of([&] { comm->all_reduce(f8); }), "NCCL reduces f32, bf16, f16 or i32, not e4m3"));
     Tensor host = random_tensor({4}, 1);
-    CHECK(has(nccl_error_of([&] { comm->all_reduce(host); }), "moves GPU tensors only"));
+    CHECK(contains(error_of([&] { comm->all_reduce(host); }), "moves GPU tensors only"));
 
     comm->barrier();
     CHECK(comm->all_reduce_scalar(2.5) == 2.5);

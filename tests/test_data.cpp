@@ -11,6 +11,8 @@
 #include "testing.hpp"
 
 using namespace penta;
+using penta::testing::contains;
+using penta::testing::error_of;
 
 namespace {
 
@@ -34,19 +36,6 @@ void write_bytes(const std::string& path, const void* data, size_t n) {
     f.write((const char*)data, (std::streamsize)n);
     REQUIRE(f.good());
 }
-
-// the error message of f(), or "" when it does not throw
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 

@@ -3,12 +3,9 @@
 // the ring formula 2(K-1)/K · M, and the bucket plan.
 // Playbook: "Data parallelism". Run: `make test CH=02`, or by hand
 //   mpirun -np 4 build/bin/tests -ts='ch02 np4' -tc='*data parallel*'
-#include <algorithm>
-#include <cmath>
-
 #include "../02_data_parallel/data_parallel.hpp"
 #include "../common/runtime.hpp"
-#include "testing.hpp"
+#include "equivalence.hpp"
 
 using namespace penta;
 using namespace penta::testing;
@@ -68,38 +65,24 @@ class EagerComm : public Comm {
     Comm& inner_;
 };
 
-struct Run {
-    std::vector<double> losses, norms;
-    std::vector<float> params;     // after the last step
-    std::vector<DpStepStats> stats;  // DP runs: one per step
+struct Run : Trained {
+    std::vector<DpStepStats> stats;  // one per step
     std::vector<GradBucket> buckets;
 };
 
-AdamW make_optim(Model& m) { return AdamW(m.params(), m.grads(), optimizer_ranges(m), AdamWConfig{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f}); }
+const AdamWConfig kAdamW{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
 
 float lr_at(int64_t s) { return 2e-3f * (float)(s + 1) / kSteps; }  // varying, so every step counts
 
 // One rank, one micro-batch holding the whole global batch of `global` sequences.
-Run reference_run(const LlamaConfig& c, const Dataset& data, int64_t global) {
+Trained reference_run(const LlamaConfig& c, const Dataset& data, int64_t global) {
     Model m(c, Device::cpu, kSeed);
-    AdamW optim = make_optim(m);
-    SingleDeviceHooks hooks(optim);
-    BatchPlan plan;
-    plan.seq = kSeq;
-    plan.micro_batch = plan.global_batch = global;
-    Run r;
-    for (int64_t s = 0; s < kSteps; s++) {
-        StepResult x = training_step(m, hooks, data, s, plan, lr_at(s), 1.0f);
-        r.losses.push_back(x.loss);
-        r.norms.push_back(x.grad_norm);
-    }
-    r.params = m.params().to_host();
-    return r;
+    return train_reference(m, kAdamW, data, kSeq, global, kSteps, lr_at, 1.0f);
 }
 
 Run dp_run(const LlamaConfig& c, const Dataset& data, Comm& dp, int64_t grad_accum, DataParallelOptions opt) {
     Model m(c, Device::cpu, kSeed);
-    AdamW optim = make_optim(m);
+    AdamW optim(m.params(), m.grads(), optimizer_ranges(m), kAdamW);
     DataParallelHooks hooks(m, optim, dp, opt);
     TrainConfig cfg;
     cfg.seq = kSeq;
@@ -118,23 +101,16 @@ Run dp_run(const LlamaConfig& c, const Dataset& data, Comm& dp, int64_t grad_acc
     return r;
 }
 
-// Losses and grad norms to 1e-5 relative; weights to 1e-5 relative to each tensor's largest element:
-// float sums in another order differ in the last bits, and AdamW divides a gradient near zero by its
-// own rounding-sized root mean square, so an element can move by 1e-5 of its tensor's scale.
-void check_same_training(const Run& got, const Run& ref, const LlamaConfig& c, const std::string& what) {
+// Losses and grad norms to 1e-5 relative; weights to 1e-5 relative to each tensor's largest element
+// (equivalence.hpp says why).
+void check_same_training(const Trained& got, const Trained& ref, const LlamaConfig& c, const std::string& what) {
     CAPTURE(what);
     for (int64_t s = 0; s < kSteps; s++) {
         CAPTURE(s);
         CHECK(got.losses[s] == doctest::Approx(ref.losses[s]).epsilon(1e-5));
         CHECK(got.norms[s] == doctest::Approx(ref.norms[s]).epsilon(1e-5));
     }
-    for (const ParamTensor& t : ParamLayout::build(c).tensors) {
-        std::vector<float> g(got.params.begin() + t.offset, got.params.begin() + t.offset + t.numel());
-        std::vector<float> r(ref.params.begin() + t.offset, ref.params.begin() + t.offset + t.numel());
-        double scale = 0;
-        for (float v : r) scale = std::max(scale, (double)std::fabs(v));
-        check_close(g, r, 1e-5, 1e-5 * scale, what + ": " + t.name + " after " + std::to_string(kSteps) + " steps");
-    }
+    check_close_per_tensor(c, got.params, ref.params, 1e-5, 1e-5, what + strfmt(" after %lld steps", (long long)kSteps));
 }
 
 // Every configuration the chapter offers, on the world's ranks, against the one-rank reference.
@@ -146,7 +122,7 @@ void check_equivalence(int expected_ranks) {
     auto data = make_dataset("addition", kSeed, (int32_t)c.vocab);
     const double M = 4.0 * c.n_params();  // f32 gradient bytes
     for (int64_t ga : {1, 3}) {
-        const Run ref = reference_run(c, *data, K * kMicroBatch * ga);
+        const Trained ref = reference_run(c, *data, K * kMicroBatch * ga);
         for (DpMode mode : {DpMode::naive, DpMode::bucketed}) {
             for (bool no_sync : {true, false}) {
                 if (ga == 1 && !no_sync) continue;  // one micro-batch: no_sync changes nothing
@@ -186,7 +162,7 @@ TEST_CASE("data parallel with tied embeddings: the embedding's bucket waits for 
     auto world = make_world_comm(CommBackend::mpi);
     const LlamaConfig c = tiny_bytes(true);
     auto data = make_dataset("addition", kSeed, (int32_t)c.vocab);
-    const Run ref = reference_run(c, *data, world->size() * kMicroBatch * 3);
+    const Trained ref = reference_run(c, *data, world->size() * kMicroBatch * 3);
     // bucket_mb 0: one bucket per unit, so the head's bucket leaves before the embedding backward adds to
     // the tied matrix, and the embedding's must not leave before it (the eager comm reads it at once)
     EagerComm eager(*world);
@@ -207,13 +183,7 @@ TEST_CASE("data parallel plan: each rank reads its own rows of the global batch;
     CHECK(p.first_row == 6 * world->rank());
     CHECK(p.reduce_sum(world->rank() + 1.0) == world->size() * (world->size() + 1) / 2.0);
     CHECK(parse_dp_mode("naive") == DpMode::naive);
-    std::string err;
-    try {
-        parse_dp_mode("ring");
-    } catch (const Error& e) {
-        err = e.what();
-    }
-    CHECK(err.find("--dp-mode ring must be naive or bucketed") != std::string::npos);
+    CHECK(contains(error_of([] { parse_dp_mode("ring"); }), "--dp-mode ring must be naive or bucketed"));
 }
 
 TEST_CASE("data parallel buckets: backward order, contiguous, whole units, about bucket_mb each") {

@@ -103,6 +103,17 @@ double dot(const Tensor& out, const Tensor& weights) {
     return s;
 }
 
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
 void check_gradient(Tensor& x, const std::vector<float>& analytic, const std::function<double()>& loss,
                     const std::string& what, double eps, double rtol, double atol, int max_elems) {
     REQUIRE(x.device() == Device::cpu);

@@ -66,18 +66,6 @@ std::vector<float> grads_after_step(Model& m, const Batch& b, int64_t B, int64_t
     return m.grads().to_host();
 }
 
-// the message of the penta::Error that f throws ("" when it does not throw)
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 int64_t activation_bytes_now() { return mem_stats(Device::cpu).current[(int)Tag::activations]; }
 
 }  // namespace

@@ -1,10 +1,9 @@
 // test_tp.hpp — what the tensor- and sequence-parallel tests share (tests/test_tp.cpp, tests/test_sp.cpp):
-// small models whose heads every tp divides, a random-token dataset, and a runner that trains N steps in
-// any dp × tp (× sp, ZeRO-1) layout and returns the losses, grad norms, gathered weights and per-layer
-// traffic, to compare with the single-rank run of the same steps (DESIGN §7).
+// small models whose heads every tp divides, a random-token dataset, a runner that trains N steps in any
+// dp × tp (× sp, ZeRO-1) layout and returns the losses, grad norms, gathered weights and per-layer
+// traffic, and the check of such a run against the single-rank run of the same steps (DESIGN §7).
 // Run: `make test CH=04`, `make test CH=05`.
 #pragma once
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,7 +11,7 @@
 #include "../common/data.hpp"
 #include "../common/grid.hpp"
 #include "../common/model.hpp"
-#include "testing.hpp"
+#include "equivalence.hpp"
 
 namespace penta::tp_testing {
 
@@ -38,27 +37,24 @@ struct Layout {
     std::string str() const;
 };
 
-struct Run {
-    std::vector<double> losses, norms;         // per step
-    std::vector<float> params;                 // final weights in the unsharded layout
+// losses and grad norms per step, the final weights gathered into the unsharded layout, and traffic
+struct Run : penta::testing::Trained {
     std::vector<LayerTraffic::Bytes> traffic;  // per layer, for one measured micro-batch before training
     int64_t norm_region_bytes = 0;             // that micro-batch's norm_region_activation_bytes
 };
 
-// the single-rank run of the same global batch: one micro-batch of dp·mb·ga sequences
-Layout reference_of(const Layout& layout);
-
-// steps of AdamW (clipping active) on RandomTokens; a layout with tp = dp = 1 runs without communicator
+// steps of AdamW (clipping active) on RandomTokens, on a grid of dp × tp ranks (the whole world)
 Run run_layout(const LlamaConfig& cfg, const Layout& layout, int steps);
 
-// losses and grad norms per step within rtol; the final weights within rtol + rtol × the tensor's largest
-// element: sums in another order (split matmuls, ring all-reduces) differ in the last bits, and AdamW
-// divides a gradient near zero by its own rounding-sized root mean square, so such an element can move by
-// a small fraction of the tensor's scale (tests/test_dp.cpp compares the same way)
-void check_same_training(const LlamaConfig& cfg, const Run& run, const Run& ref, double rtol, const std::string& what);
+// run_layout against the single-rank run of the same global batch (one micro-batch of dp·mb·ga sequences):
+// losses and grad norms per step within rtol, the final weights within rtol + rtol × the tensor's largest
+// element (equivalence.hpp says why). `note` is added to the layout's name in failure messages.
+void check_trains_like_one_rank(const LlamaConfig& cfg, const Layout& layout, int steps, double rtol,
+                                const std::string& note = "");
 
 // The pieces against the unsharded computation, on the ranks of b's group (seq_split: SP's token rows):
-// a column-parallel linear followed by a row-parallel one between b's enter and exit, forward and backward
+// a column-parallel linear followed by a row-parallel one between b's enter and exit, forward and backward,
+// and the bytes b counts for it (one all-reduce's worth per direction, SP's pair too)
 void check_column_row_pair(TensorParallel& b, bool seq_split);
 // causal GQA attention with 2t query heads and t kv heads cut by heads (q/k/v rows, o_proj columns)
 void check_head_split_attention(TensorParallel& b, bool seq_split);
@@ -72,10 +68,6 @@ void check_layer_traffic(const Run& run, const Layout& layout, int64_t hidden);
 
 // a world of tp ranks, all in one tensor-parallel group
 ParallelGrid tp_grid(const LlamaConfig& cfg, int tp);
-
-// the message of the penta::Error f throws, "" when it does not throw
-std::string error_of(const std::function<void()>& f);
-bool contains(const std::string& s, const std::string& part);
 
 // rows [r0, r0 + rows) and columns [c0, c0 + cols) of the host matrix a (R, C)
 std::vector<float> block(const std::vector<float>& a, int64_t C, int64_t r0, int64_t rows, int64_t c0, int64_t cols);

@@ -1,5 +1,5 @@
 // testing.hpp — what every pentatron test file shares: doctest, skip reporting, closeness checks, random
-// tensors and a finite-difference gradient checker.
+// tensors, a finite-difference gradient checker and the message of an expected error.
 //
 // Tests are grouped in doctest suites named by chapter and world size, e.g. TEST_SUITE("ch00 np1"):
 // scripts/run_tests.sh runs "chNN npK" suites under `mpirun -np K`, and `make test CH=NN` picks one chapter.
@@ -46,5 +46,11 @@ void check_gradient(Tensor& x, const std::vector<float>& analytic, const std::fu
 // sum(out * weights) in double: the scalar whose gradient w.r.t. out is `weights` (a random projection
 // turns any op's output into a loss for gradient checking)
 double dot(const Tensor& out, const Tensor& weights);
+
+// The message of the penta::Error that f throws ("" when it throws none), and whether it contains `part`:
+// a test of a refusal checks that it happens and that the message names the rule,
+//   CHECK(contains(error_of([&] { parse_zero_stage(4); }), "--zero 4"));
+std::string error_of(const std::function<void()>& f);
+bool contains(const std::string& s, const std::string& part);
 
 }  // namespace penta::testing

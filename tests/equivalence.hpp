@@ -1,0 +1,38 @@
+// equivalence.hpp — the two halves of the equivalence test of DESIGN §7 that the data-, ZeRO-, tensor- and
+// sequence-parallel tests share (tests/test_dp.cpp, test_zero.cpp, test_tp.cpp, test_sp.cpp): the
+// single-rank reference run of a global batch, and the comparison of final weights tensor by tensor.
+// Kept apart from testing.hpp, which stays free of the model and the training step.
+// Run the tests that use it: `make test CH=02` (and CH=03, 04, 05).
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "../01_single_gpu/training_step.hpp"
+#include "testing.hpp"
+
+namespace penta::testing {
+
+// What an equivalence test compares: per step the loss and the grad norm before clipping, and the final
+// weights in the unsharded flat layout (a parallel run gathers its shards into it).
+struct Trained {
+    std::vector<double> losses, norms;
+    std::vector<float> params;
+};
+
+// The single-rank reference: `steps` AdamW steps of `model` on one device, each on the whole global batch
+// of `rows` sequences of length `seq` as one micro-batch, step s at lr(s) with the gradient clipped to
+// norm `clip`. A layout that splits the same global batch must give the same numbers (DESIGN §5).
+Trained train_reference(Model& model, const AdamWConfig& adamw, const Dataset& data, int64_t seq, int64_t rows,
+                        int64_t steps, const std::function<float(int64_t)>& lr, float clip);
+
+// got and ref hold every parameter tensor of cfg in the unsharded flat layout: CHECKs, per tensor, that
+// each element is within rtol·|ref| + atol·(the tensor's largest |ref|). The tensor's scale, not the
+// element's: sums in another order (split matmuls, ring all-reduces) differ in the last bits, and AdamW
+// divides a gradient near zero by its own rounding-sized root mean square, so such an element can move
+// by a small fraction of its tensor's scale. Returns the smallest of those scales (0: some tensor of ref
+// is all zeros, so comparing it proves nothing).
+double check_close_per_tensor(const LlamaConfig& cfg, const std::vector<float>& got, const std::vector<float>& ref,
+                              double rtol, double atol, const std::string& what);
+
+}  // namespace penta::testing
