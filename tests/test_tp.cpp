@@ -89,7 +89,7 @@ Run run_layout(const LlamaConfig& cfg, const Layout& L, int steps) {
     std::vector<ShardPiece> pieces;  // where the optimizer's buffer lies in the flat buffer (ZeRO)
     if (L.zero1) {
         auto z = std::make_unique<ZeroHooks>(model, grid.dp(), ZeroStage::zero1, kAdamW);
-        opt = &const_cast<AdamW&>(z->optimizer());
+        opt = &z->optimizer();
         for (int u = 0; u < z->shards().units(); u++) pieces.push_back(z->shards().piece(u));
         dp_hooks = std::move(z);
     } else {
