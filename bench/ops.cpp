@@ -5,8 +5,13 @@
 //
 // 1. GEMM: our matmul (the op the trainer calls, through ops.hpp's checks and dispatch) beside a raw
 //    cblas_sgemm on the same shapes — the difference is our overhead, which should be ~0.
+//    Then one 32 x 32 x 32 tile product both ways, A @ B and A @ B^T: OpenBLAS's small-matrix kernel for
+//    the second is much slower, which is why the CPU attention transposes K and V tiles first.
 // 2. Attention: the naive version (materialises the T x T probabilities) vs the tiled online-softmax
-//    version (playbook: "Flash attention"), forward and backward, at a few sequence lengths.
+//    version (playbook: "Flash attention"), forward and backward, at a few sequence lengths, and at the
+//    shape chapter 01 trains `small` with (16 sequences of 32 tokens, 8 heads of 32).
+// 3. The other ops of one training step of `small` on the CPU (16 x 32 tokens, hidden 256, ffn 704,
+//    vocab 256, 3.0M parameters): where a step spends the time its GEMMs do not.
 #include <cblas.h>
 
 #include <algorithm>
@@ -61,14 +66,31 @@ static void bench_gemm(Device dev, int reps) {
             std::printf("%-22s %14.1f\n", label, flops / ours * 1e-9);
         }
     }
+    if (dev != Device::cpu) return;
+    // one attention tile: 32 queries x 32 keys x head dim 32, rows strided as in a (B, T, nh, hd) tensor
+    Tensor Q = rnd({32, 256}, 3, dev), Kt = rnd({32, 32}, 4, dev), S = rnd({32, 32}, 5, dev);
+    const float* q = Q.ptr<float>();
+    const float* kt = Kt.ptr<float>();
+    float* sc = S.ptr<float>();
+    double nn = best_seconds(reps, dev, [&] {
+        for (int i = 0; i < 100; i++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 32, 32, 32, 1.0f, q, 256, kt, 32, 0.0f, sc, 32);
+    });
+    double nt = best_seconds(reps, dev, [&] {
+        for (int i = 0; i < 100; i++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 32, 32, 32, 1.0f, q, 256, kt, 32, 0.0f, sc, 32);
+    });
+    std::printf("%-22s %14s %14.1f   (cblas, A @ B)\n", "32 x 32 x 32 tile", "", 2.0 * 32 * 32 * 32 * 100 / nn * 1e-9);
+    std::printf("%-22s %14s %14.1f   (cblas, A @ B^T)\n", "32 x 32 x 32 tile", "", 2.0 * 32 * 32 * 32 * 100 / nt * 1e-9);
 }
 
 static void bench_attention(Device dev, int reps) {
-    std::printf("\nCausal attention, B=1, 8 heads (4 kv heads), head dim 64, best of %d, milliseconds\n", reps);
-    std::printf("%-6s %12s %12s %12s %12s %16s\n", "T", "naive fwd", "tiled fwd", "naive bwd", "tiled bwd",
-                "naive P bytes");
-    for (int T : {128, 256, 512, 1024}) {
-        int64_t B = 1, nh = 8, nkv = 4, hd = 64;
+    std::printf("\nCausal attention, 8 heads (4 kv heads), best of %d, milliseconds\n", reps);
+    std::printf("%-14s %12s %12s %12s %12s %16s\n", "B x T, hd", "naive fwd", "tiled fwd", "naive bwd",
+                "tiled bwd", "naive P bytes");
+    const int64_t shapes[][3] = {{1, 128, 64}, {1, 256, 64}, {1, 512, 64}, {1, 1024, 64}, {16, 32, 32}};
+    for (auto& shape : shapes) {
+        const int64_t B = shape[0], T = shape[1], hd = shape[2], nh = 8, nkv = 4;
         Tensor q = rnd({B, T, nh, hd}, 3, dev), k = rnd({B, T, nkv, hd}, 4, dev), v = rnd({B, T, nkv, hd}, 5, dev);
         Tensor o = Tensor::empty(q.shape, DType::f32, dev, Tag::workspace), lse = Tensor::empty({B, nh, T}, DType::f32, dev, Tag::workspace);
         Tensor dout = rnd(q.shape, 6, dev);
@@ -79,9 +101,51 @@ static void bench_attention(Device dev, int reps) {
         double nb = best_seconds(reps, dev, [&] { attention_backward_naive(dout, q, k, v, o, lse, &probs, dq, dk, dv); });
         double tf = best_seconds(reps, dev, [&] { attention_forward_tiled(q, k, v, o, lse); });
         double tb = best_seconds(reps, dev, [&] { attention_backward_tiled(dout, q, k, v, o, lse, dq, dk, dv); });
-        std::printf("%-6d %12.3f %12.3f %12.3f %12.3f %16ld\n", T, nf * 1e3, tf * 1e3, nb * 1e3, tb * 1e3,
+        char label[32];
+        std::snprintf(label, sizeof label, "%ld x %ld, %ld", (long)B, (long)T, (long)hd);
+        std::printf("%-14s %12.3f %12.3f %12.3f %12.3f %16ld\n", label, nf * 1e3, tf * 1e3, nb * 1e3, tb * 1e3,
                     (long)probs.nbytes());
     }
+}
+
+// One call of each non-GEMM op at the shapes of a chapter-01 step of `small` (N = 16 x 32 tokens); the
+// last column multiplies by the calls per step (4 layers; the optimizer ops run once over all parameters).
+static void bench_step_ops(Device dev, int reps) {
+    const int64_t N = 512, h = 256, f = 704, V = 256, B = 16, T = 32, nh = 8, nkv = 4, hd = 32, P = 3016960;
+    std::printf("\nThe other ops of one step of `small` (N = %ld tokens), best of %d, milliseconds\n", (long)N, reps);
+    std::printf("%-34s %10s %8s %12s\n", "op", "one call", "calls", "per step");
+    auto row = [&](const char* name, int calls, const std::function<void()>& fn) {
+        double t = best_seconds(reps, dev, fn);
+        std::printf("%-34s %10.3f %8d %12.3f\n", name, t * 1e3, calls, t * calls * 1e3);
+    };
+    auto empty = [&](const Shape& s) { return Tensor::empty(s, DType::f32, dev, Tag::workspace); };
+    Tensor x = rnd({N, h}, 1, dev), w = rnd({h}, 2, dev), y = empty({N, h}), rstd = empty({N}), dx = empty({N, h});
+    Tensor dw = Tensor::zeros({h}, DType::f32, dev, Tag::workspace);
+    row("rmsnorm forward (N, h)", 9, [&] { rmsnorm_forward(x, w, y, rstd, 1e-5f); });
+    row("rmsnorm backward (N, h)", 9, [&] { rmsnorm_backward(y, x, w, rstd, dx, dw); });
+    Tensor g = rnd({N, f}, 3, dev), u = rnd({N, f}, 4, dev), act = empty({N, f}), dg = empty({N, f}), du = empty({N, f});
+    row("swiglu forward (N, f)", 4, [&] { swiglu_forward(g, u, act); });
+    row("swiglu backward (N, f)", 4, [&] { swiglu_backward(act, g, u, dg, du); });
+    Tensor q = rnd({B, T, nh, hd}, 5, dev), qr = empty(q.shape);
+    std::vector<int32_t> ids(T);
+    for (int64_t t = 0; t < T; t++) ids[t] = (int32_t)t;
+    Tensor pos = Tensor::from_host_i32(ids, {T}, dev);
+    row("rope (B, T, nh, hd), q or dq", 8, [&] { rope_forward(q, pos, 10000.0f, qr); });
+    Tensor k = rnd({B, T, nkv, hd}, 6, dev), kr = empty(k.shape);
+    row("rope (B, T, nkv, hd), k or dk", 8, [&] { rope_forward(k, pos, 10000.0f, kr); });
+    row("residual add (N, h)", 8, [&] { add(x, y, dx); });
+    Tensor logits = rnd({N, V}, 7, dev), dlogits = empty({N, V}), no_losses;
+    std::vector<int32_t> tg(N);
+    for (int64_t n = 0; n < N; n++) tg[n] = (int32_t)(n % V);
+    Tensor targets = Tensor::from_host_i32(tg, {N}, dev);
+    row("cross-entropy fwd + bwd (N, V)", 1,
+        [&] { cross_entropy_forward_backward(logits, targets, dlogits, 1.0f, -1, no_losses); });
+    Tensor p = rnd({P}, 8, dev), grad = rnd({P}, 9, dev);
+    Tensor m = Tensor::zeros({P}, DType::f32, dev, Tag::workspace), v = Tensor::zeros({P}, DType::f32, dev, Tag::workspace);
+    int step = 1;
+    row("sum of squares of the grads", 1, [&] { sum_squares(grad); });
+    row("AdamW step over all parameters", 1, [&] { adamw_step(p, grad, m, v, AdamWConfig{}, step++); });
+    row("zero the grads", 1, [&] { fill(grad, 0.0f); });
 }
 
 int main(int argc, char** argv) {
@@ -101,6 +165,7 @@ int main(int argc, char** argv) {
         std::printf("bench_ops on %s\n", device.c_str());
         bench_gemm(dev, reps);
         bench_attention(dev, reps);
+        bench_step_ops(dev, reps);
         return 0;
     });
 }

@@ -7,13 +7,15 @@
 //
 // Layout reminder: q, out, dq are (B, Tq, nh, hd) and k, v, dk, dv are (B, Tk, nkv, hd), so the rows of
 // one head are strided by nh*hd (resp. nkv*hd). Every GEMM below passes that stride as its leading
-// dimension instead of copying a head into a contiguous buffer.
+// dimension instead of copying a head into a contiguous buffer; the one copy is K and V transposed, so
+// that S = Q K^T and dP = dO V^T are A @ B products (transpose_rows says why).
 #include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "cpu_math.hpp"
 #include "ops_backend.hpp"
 
 namespace penta::cpu {
@@ -55,16 +57,25 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
                 (int)K, alpha, A, (int)lda, Bm, (int)ldb, beta, C, (int)ldc);
 }
 
-// S (rows, cols) = scale * Q K^T for `rows` queries and `cols` keys of one head
-void scores(const Dims& d, int64_t rows, int64_t cols, const float* q, const float* k, float* S, int64_t lds) {
-    gemm(false, true, rows, cols, d.hd, d.scale, q, d.ldq, k, d.ldk, 0.0f, S, lds);
+// xt (hd, cols) = the transpose of `cols` rows of one head of k or v (row stride ldk). With it the score
+// products S = Q K^T and dP = dO V^T are plain (rows, hd) @ (hd, cols) GEMMs: at tile sizes OpenBLAS
+// runs A @ B^T at well under half the speed of A @ B (bench_ops prints both), far more than the copy costs.
+void transpose_rows(const Dims& d, int64_t cols, const float* x, float* xt, int64_t ldt) {
+    for (int64_t c = 0; c < cols; c++)
+        for (int64_t e = 0; e < d.hd; e++) xt[e * ldt + c] = x[c * d.ldk + e];
+}
+
+// S (rows, cols) = scale * Q K^T for `rows` queries and `cols` keys of one head, given kt = K^T (hd, cols)
+void scores(const Dims& d, int64_t rows, int64_t cols, const float* q, const float* kt, int64_t ldt, float* S,
+            int64_t lds) {
+    gemm(false, false, rows, cols, d.hd, d.scale, q, d.ldq, kt, ldt, 0.0f, S, lds);
 }
 
 // Backward turns a score row back into probabilities with the saved lse: P = exp(S - lse) on the visible
 // prefix, 0 elsewhere. A row with lse = -inf saw no key, so nvis = 0 and exp(S + inf) is never formed:
 // its P, and with it every gradient it feeds, is exactly 0.
 void probs_from_lse(float* s, int64_t cols, int64_t nvis, float lse) {
-    for (int64_t c = 0; c < nvis; c++) s[c] = std::exp(s[c] - lse);
+    for (int64_t c = 0; c < nvis; c++) s[c] = exp_f32(s[c] - lse);
     for (int64_t c = nvis; c < cols; c++) s[c] = 0.0f;
 }
 
@@ -74,12 +85,13 @@ void probs_from_lse(float* s, int64_t cols, int64_t nvis, float lse) {
 // replaced by D_i = rowsum(dO_i * O_i): since O_i = sum_k P_ik V_k, both are the same number, but D needs
 // only dO and O — so the tiled backward gets it without ever holding a full row of P.
 // Masked entries have P = 0, hence dS = 0: they contribute nothing, as they must.
-// q, dout, dq point at the block's first query row; k, v, dk, dv at its first key row; D at its first query.
+// q, dout, dq point at the block's first query row; k, dk, dv at its first key row; D at its first query;
+// vt is V^T (hd, cols) of the block's keys (transpose_rows).
 void backward_block(const Dims& d, int64_t rows, int64_t cols, const float* P, float* dS, int64_t ldp,
-                    const float* q, const float* k, const float* v, const float* dout, const float* D,
-                    float* dq, float* dk, float* dv) {
+                    const float* q, const float* k, const float* vt, int64_t ldt, const float* dout,
+                    const float* D, float* dq, float* dk, float* dv) {
     gemm(true, false, cols, d.hd, rows, 1.0f, P, ldp, dout, d.ldq, 1.0f, dv, d.ldk);        // (cols, hd)
-    gemm(false, true, rows, cols, d.hd, 1.0f, dout, d.ldq, v, d.ldk, 0.0f, dS, ldp);        // dP (rows, cols)
+    gemm(false, false, rows, cols, d.hd, 1.0f, dout, d.ldq, vt, ldt, 0.0f, dS, ldp);        // dP (rows, cols)
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) dS[r * ldp + c] = P[r * ldp + c] * (dS[r * ldp + c] - D[r]);
     gemm(false, false, rows, d.hd, cols, d.scale, dS, ldp, k, d.ldk, 1.0f, dq, d.ldq);      // (rows, hd)
@@ -112,22 +124,24 @@ float* scratch(Tensor& t, int64_t n) {
 void attention_forward_naive(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
                              Tensor* probs, AttnSpan span) {
     Dims d(q, k, span);
-    Tensor work;
+    Tensor work, work_kt;
     float* P = probs ? nullptr : scratch(work, d.Tq * d.Tk);  // (Tq, Tk)
+    float* kt = scratch(work_kt, d.hd * d.Tk);                 // (hd, Tk)
     const int64_t ldp = std::max<int64_t>(d.Tk, 1);
     for (int64_t b = 0; b < d.B; b++)
         for (int64_t h = 0; h < d.nh; h++) {
             if (probs) P = probs->ptr<float>() + (b * d.nh + h) * d.Tq * d.Tk;  // (Tq, Tk) of (B, nh, Tq, Tk)
             const int64_t qo = d.qoff(b, h), ko = d.koff(b, d.kv_head(h));
             float* L = lse.ptr<float>() + (b * d.nh + h) * d.Tq;  // (Tq)
-            scores(d, d.Tq, d.Tk, q.ptr<float>() + qo, k.ptr<float>() + ko, P, ldp);
+            transpose_rows(d, d.Tk, k.ptr<float>() + ko, kt, ldp);
+            scores(d, d.Tq, d.Tk, q.ptr<float>() + qo, kt, ldp, P, ldp);
             for (int64_t i = 0; i < d.Tq; i++) {
                 float* p = P + i * ldp;
                 const int64_t n = d.visible(i);
                 // subtracting the row max keeps exp() from overflowing
                 float mx = kNegInf, sum = 0.0f;
                 for (int64_t c = 0; c < n; c++) mx = std::max(mx, p[c]);
-                for (int64_t c = 0; c < n; c++) sum += std::exp(p[c] - mx);
+                for (int64_t c = 0; c < n; c++) sum += exp_f32(p[c] - mx);
                 L[i] = n > 0 ? mx + std::log(sum) : kNegInf;
                 // P = exp(s - lse): the same arithmetic the backward uses to rebuild P, so recomputing
                 // the probabilities (selective recomputation) gives bit-identical gradients
@@ -144,25 +158,29 @@ void attention_backward_naive(const Tensor& dout, const Tensor& q, const Tensor&
                               const Tensor& out, const Tensor& lse, const Tensor* probs, Tensor& dq,
                               Tensor& dk, Tensor& dv, AttnSpan span) {
     Dims d(q, k, span);
-    Tensor work_p, work_ds, work_d;
+    Tensor work_p, work_ds, work_d, work_t;
     float* P = probs ? nullptr : scratch(work_p, d.Tq * d.Tk);  // (Tq, Tk)
     float* dS = scratch(work_ds, d.Tq * d.Tk);                  // (Tq, Tk)
     float* D = scratch(work_d, d.Tq);                           // (Tq)
+    float* kt = scratch(work_t, 2 * d.hd * d.Tk);               // (hd, Tk) K^T, then (hd, Tk) V^T
+    float* vt = kt + d.hd * d.Tk;
     const int64_t ldp = std::max<int64_t>(d.Tk, 1);
     for (int64_t b = 0; b < d.B; b++)
         for (int64_t h = 0; h < d.nh; h++) {
             const int64_t qo = d.qoff(b, h), ko = d.koff(b, d.kv_head(h));
+            transpose_rows(d, d.Tk, v.ptr<float>() + ko, vt, ldp);
             if (probs) {
                 P = probs->ptr<float>() + (b * d.nh + h) * d.Tq * d.Tk;
             } else {  // recompute: one GEMM and an exp per entry instead of storing (B, nh, Tq, Tk)
                 const float* L = lse.ptr<float>() + (b * d.nh + h) * d.Tq;
-                scores(d, d.Tq, d.Tk, q.ptr<float>() + qo, k.ptr<float>() + ko, P, ldp);
+                transpose_rows(d, d.Tk, k.ptr<float>() + ko, kt, ldp);
+                scores(d, d.Tq, d.Tk, q.ptr<float>() + qo, kt, ldp, P, ldp);
                 for (int64_t i = 0; i < d.Tq; i++) probs_from_lse(P + i * ldp, d.Tk, d.visible(i), L[i]);
             }
             row_dots(d, b, h, dout.ptr<float>(), out.ptr<float>(), D);
-            backward_block(d, d.Tq, d.Tk, P, dS, ldp, q.ptr<float>() + qo, k.ptr<float>() + ko,
-                           v.ptr<float>() + ko, dout.ptr<float>() + qo, D, dq.ptr<float>() + qo,
-                           dk.ptr<float>() + ko, dv.ptr<float>() + ko);
+            backward_block(d, d.Tq, d.Tk, P, dS, ldp, q.ptr<float>() + qo, k.ptr<float>() + ko, vt, ldp,
+                           dout.ptr<float>() + qo, D, dq.ptr<float>() + qo, dk.ptr<float>() + ko,
+                           dv.ptr<float>() + ko);
         }
 }
 
@@ -186,8 +204,9 @@ void attention_backward_naive(const Tensor& dout, const Tensor& q, const Tensor&
 void attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
                              AttnSpan span) {
     Dims d(q, k, span);
-    Tensor work_s, work_acc, work_ml;
+    Tensor work_s, work_acc, work_ml, work_kt;
     float* S = scratch(work_s, kBlockQ * kBlockK);  // (kBlockQ, kBlockK) scores, then probabilities
+    float* kt = scratch(work_kt, d.hd * kBlockK);    // (hd, kBlockK) K^T of one key block
     float* acc = scratch(work_acc, kBlockQ * d.hd);  // (kBlockQ, hd)
     float* m = scratch(work_ml, 2 * kBlockQ);        // (kBlockQ) running max, then (kBlockQ) running sum
     float* l = m + kBlockQ;
@@ -207,7 +226,8 @@ void attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor& v, 
                 const int64_t kend = d.visible(i0 + rows - 1);
                 for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
                     const int64_t cols = std::min(kBlockK, d.Tk - j0);
-                    scores(d, rows, cols, qh + i0 * d.ldq, kh + j0 * d.ldk, S, kBlockK);
+                    transpose_rows(d, cols, kh + j0 * d.ldk, kt, kBlockK);
+                    scores(d, rows, cols, qh + i0 * d.ldq, kt, kBlockK, S, kBlockK);
                     for (int64_t r = 0; r < rows; r++) {
                         float* s = S + r * kBlockK;
                         const int64_t n = std::clamp<int64_t>(d.visible(i0 + r) - j0, 0, cols);
@@ -217,9 +237,10 @@ void attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor& v, 
                             std::fill(s, s + cols, 0.0f);
                             continue;
                         }
-                        const float alpha = std::exp(m[r] - mnew);  // 0 on the row's first visible block
+                        const float alpha = exp_f32(m[r] - mnew);  // 0 on the row's first visible block
+                        for (int64_t c = 0; c < n; c++) s[c] = exp_f32(s[c] - mnew);
                         float sum = 0.0f;
-                        for (int64_t c = 0; c < n; c++) sum += s[c] = std::exp(s[c] - mnew);
+                        for (int64_t c = 0; c < n; c++) sum += s[c];
                         for (int64_t c = n; c < cols; c++) s[c] = 0.0f;
                         l[r] = l[r] * alpha + sum;
                         for (int64_t e = 0; e < d.hd; e++) acc[r * d.hd + e] *= alpha;
@@ -246,10 +267,12 @@ void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor&
                               const Tensor& out, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv,
                               AttnSpan span) {
     Dims d(q, k, span);
-    Tensor work_p, work_ds, work_d;
+    Tensor work_p, work_ds, work_d, work_t;
     float* P = scratch(work_p, kBlockQ * kBlockK);   // (kBlockQ, kBlockK)
     float* dS = scratch(work_ds, kBlockQ * kBlockK);  // (kBlockQ, kBlockK)
     float* D = scratch(work_d, d.Tq);                 // (Tq), like FA2's preprocessing pass
+    float* kt = scratch(work_t, 2 * d.hd * kBlockK);  // (hd, kBlockK) K^T, then V^T, of one key block
+    float* vt = kt + d.hd * kBlockK;
     for (int64_t b = 0; b < d.B; b++)
         for (int64_t h = 0; h < d.nh; h++) {
             const int64_t qo = d.qoff(b, h), ko = d.koff(b, d.kv_head(h));
@@ -257,16 +280,19 @@ void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor&
             row_dots(d, b, h, dout.ptr<float>(), out.ptr<float>(), D);
             for (int64_t j0 = 0; j0 < d.Tk; j0 += kBlockK) {
                 const int64_t cols = std::min(kBlockK, d.Tk - j0);
+                if (d.visible(d.Tq - 1) <= j0) continue;  // no query sees these keys
+                const float* kj = k.ptr<float>() + ko + j0 * d.ldk;
+                transpose_rows(d, cols, kj, kt, kBlockK);
+                transpose_rows(d, cols, v.ptr<float>() + ko + j0 * d.ldk, vt, kBlockK);
                 for (int64_t i0 = 0; i0 < d.Tq; i0 += kBlockQ) {
                     const int64_t rows = std::min(kBlockQ, d.Tq - i0);
                     if (d.visible(i0 + rows - 1) <= j0) continue;  // no query of the block sees these keys
                     const float* qi = q.ptr<float>() + qo + i0 * d.ldq;
-                    const float* kj = k.ptr<float>() + ko + j0 * d.ldk;
-                    scores(d, rows, cols, qi, kj, P, kBlockK);
+                    scores(d, rows, cols, qi, kt, kBlockK, P, kBlockK);
                     for (int64_t r = 0; r < rows; r++)
                         probs_from_lse(P + r * kBlockK, cols, std::clamp<int64_t>(d.visible(i0 + r) - j0, 0, cols),
                                        L[i0 + r]);
-                    backward_block(d, rows, cols, P, dS, kBlockK, qi, kj, v.ptr<float>() + ko + j0 * d.ldk,
+                    backward_block(d, rows, cols, P, dS, kBlockK, qi, kj, vt, kBlockK,
                                    dout.ptr<float>() + qo + i0 * d.ldq, D + i0, dq.ptr<float>() + qo + i0 * d.ldq,
                                    dk.ptr<float>() + ko + j0 * d.ldk, dv.ptr<float>() + ko + j0 * d.ldk);
                 }

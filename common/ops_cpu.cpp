@@ -5,7 +5,9 @@
 //
 // These are both the reference the CUDA kernels are tested against and the CPU training path, so GEMM
 // goes to sgemm and every other op walks contiguous rows in one or two passes the compiler vectorises;
-// row sums are accumulated in double because h and V reach thousands of terms.
+// row sums are accumulated in double because h and V reach thousands of terms. What keeps those loops
+// vectorised: the element count is read once before the loop (numel() in the loop condition is a call
+// made every iteration), reductions and exponentials go through cpu_math.hpp (sum_f64, max_f32, exp_f32).
 // Playbook: "First steps: training on one GPU" (the ops of one training step), "Tensor parallelism"
 // (vocab_start: a vocab-parallel shard owns rows [vocab_start, vocab_start + V) of the embedding) and
 // "Mixed precision training" (f32 <-> bf16/f16/fp8 conversion).
@@ -15,8 +17,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <experimental/simd>
 #include <vector>
 
+#include "cpu_math.hpp"
 #include "ops_backend.hpp"
 
 namespace penta::cpu {
@@ -31,7 +35,8 @@ void matmul(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool trans
     const float* b = B.ptr<float>();
     float* c = C.ptr<float>();
     if (K == 0) {  // an empty sum: only the beta * C part remains (BLAS rejects leading dim 0)
-        for (int64_t i = 0; i < C.numel(); i++) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+        const int64_t n = C.numel();
+        for (int64_t i = 0; i < n; i++) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
         return;
     }
     const bool shared_b = B.dim() == 2;
@@ -87,8 +92,7 @@ void rmsnorm_forward(const Tensor& x, const Tensor& w, Tensor& y, Tensor& rstd, 
     float* rp = rstd.ptr<float>();     // (N)
     for (int64_t n = 0; n < N; n++) {
         const float* xr = xp + n * h;
-        double ss = 0;
-        for (int64_t i = 0; i < h; i++) ss += (double)xr[i] * xr[i];
+        const double ss = sum_f64(h, [&](int64_t i) { return (double)xr[i] * xr[i]; });
         float r = (float)(1.0 / std::sqrt(ss / h + eps));
         rp[n] = r;
         for (int64_t i = 0; i < h; i++) yp[n * h + i] = xr[i] * r * wp[i];
@@ -110,8 +114,7 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const 
         const float* dyr = dyp + n * h;
         const float* xr = xp + n * h;
         const float r = rp[n];
-        double dot = 0;
-        for (int64_t i = 0; i < h; i++) dot += (double)dyr[i] * wp[i] * xr[i];
+        const double dot = sum_f64(h, [&](int64_t i) { return (double)dyr[i] * wp[i] * xr[i]; });
         const float c = (float)(dot * r * r * r / h);
         for (int64_t i = 0; i < h; i++) {
             dwp[i] += dyr[i] * xr[i] * r;
@@ -173,7 +176,8 @@ void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) {
     const float* g = gate.ptr<float>();
     const float* u = up.ptr<float>();
     float* o = out.ptr<float>();
-    for (int64_t i = 0; i < out.numel(); i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    const int64_t n = out.numel();
+    for (int64_t i = 0; i < n; i++) o[i] = g[i] / (1.0f + exp_f32(-g[i])) * u[i];
 }
 
 // silu'(g) = sig(g) (1 + g (1 - sig(g))). dgate/dup are overwritten and may alias gate/up: each element
@@ -184,9 +188,10 @@ void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, T
     const float* u = up.ptr<float>();
     float* dg = dgate.ptr<float>();
     float* du = dup.ptr<float>();
-    for (int64_t i = 0; i < gate.numel(); i++) {
+    const int64_t n = gate.numel();
+    for (int64_t i = 0; i < n; i++) {
         float gi = g[i], ui = u[i], di = d[i];
-        float sig = 1.0f / (1.0f + expf(-gi));
+        float sig = 1.0f / (1.0f + exp_f32(-gi));
         dg[i] = di * ui * sig * (1.0f + gi * (1.0f - sig));
         du[i] = di * gi * sig;
     }
@@ -195,8 +200,9 @@ void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, T
 // ---- fused softmax + cross-entropy --------------------------------------------------------------------
 
 // Per row: loss = logsumexp(z) - z_target, with the max subtracted first so exp never overflows;
-// d loss / d z = softmax(z) - onehot(target). The loss is read before the row is overwritten, so
-// dlogits may alias logits (the (N, V) logits are the largest activation; this saves a copy).
+// d loss / d z = softmax(z) - onehot(target). dlogits may alias logits (the (N, V) logits are the largest
+// activation; this saves a copy): a row's max and z_target are read before exp(z - max) overwrites it,
+// and the row's gradient is then that exp times grad_scale / sum.
 double cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, Tensor& dlogits,
                                       float grad_scale, int32_t ignore_index, Tensor& losses) {
     const int64_t N = logits.size(0), V = logits.size(1);
@@ -204,6 +210,7 @@ double cross_entropy_forward_backward(const Tensor& logits, const Tensor& target
     const int32_t* tg = targets.ptr<int32_t>();  // (N)
     float* dz = dlogits.defined() ? dlogits.ptr<float>() : nullptr;  // (N, V)
     float* lp = losses.defined() ? losses.ptr<float>() : nullptr;    // (N)
+    std::vector<float> scratch(dz ? 0 : V);  // exp(z - max) of one row when no gradient is asked for
     double total = 0;
     for (int64_t n = 0; n < N; n++) {
         const float* zr = z + n * V;
@@ -215,18 +222,18 @@ double cross_entropy_forward_backward(const Tensor& logits, const Tensor& target
         }
         CHECK(t >= 0 && t < V, "cross_entropy: target %d of row %ld is outside [0, %ld) and is not ignore_index %d",
               t, (long)n, (long)V, ignore_index);
-        float mx = zr[0];
-        for (int64_t v = 1; v < V; v++) mx = std::max(mx, zr[v]);
-        double sum = 0;
-        for (int64_t v = 0; v < V; v++) sum += expf(zr[v] - mx);
-        const double loss = std::log(sum) + mx - zr[t];
+        const float mx = max_f32(zr, V);
+        const float zt = zr[t];
+        float* e = dz ? dz + n * V : scratch.data();  // (V)
+        for (int64_t v = 0; v < V; v++) e[v] = exp_f32(zr[v] - mx);
+        const double sum = sum_f64(V, [&](int64_t v) { return (double)e[v]; });
+        const double loss = std::log(sum) + mx - zt;
         total += loss;
         if (lp) lp[n] = (float)loss;
         if (dz) {
-            float* dr = dz + n * V;
             const float k = (float)(grad_scale / sum);
-            for (int64_t v = 0; v < V; v++) dr[v] = expf(zr[v] - mx) * k;
-            dr[t] -= grad_scale;
+            for (int64_t v = 0; v < V; v++) e[v] *= k;
+            e[t] -= grad_scale;
         }
     }
     return total;
@@ -236,8 +243,25 @@ double cross_entropy_forward_backward(const Tensor& logits, const Tensor& target
 
 // PyTorch's AdamW, term for term: decoupled decay first, then the bias-corrected Adam update with
 // denom = sqrt(v) / sqrt(1 - beta2^t) + eps, so results match torch.optim.AdamW to float rounding.
+// F is float or a SIMD vector of floats: the same expression serves the vector loop and its scalar tail.
+template <class F>
+void adamw_update(F& p, F& m, F& v, F g, float b1, float b2, float decay, float step_size, float bc2_sqrt,
+                  float eps) {
+    using std::sqrt;  // the float one; the vector one (stdx::sqrt) is found through its argument type
+    m = b1 * m + (1.0f - b1) * g;
+    v = b2 * v + (1.0f - b2) * g * g;
+    p = p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps);
+}
+
+// The loop is written with explicit vectors (std::experimental::simd) because a plain loop stays scalar:
+// std::sqrt must branch to set errno for a negative input, and that branch stops the compiler from
+// vectorising. The vector square root is the same correctly rounded operation, here 8 at a time (the
+// loop is memory-bound by then; GCC 12's 16-wide version trips a false warning in its own headers).
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWConfig& cfg, int step,
                 float grad_scale) {
+    namespace stdx = std::experimental;
+    using Vec = stdx::simd<float, stdx::simd_abi::deduce_t<float, 8>>;
+    constexpr int64_t kW = (int64_t)Vec::size();
     float* p = param.ptr<float>();
     const float* g = grad.ptr<float>();
     float* mp = m.ptr<float>();
@@ -245,23 +269,23 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
     const float decay = 1.0f - cfg.lr * cfg.weight_decay;
     const float step_size = (float)(cfg.lr / (1.0 - std::pow((double)cfg.beta1, step)));
     const float bc2_sqrt = (float)std::sqrt(1.0 - std::pow((double)cfg.beta2, step));
-    const float b1 = cfg.beta1, b2 = cfg.beta2;
+    const float b1 = cfg.beta1, b2 = cfg.beta2, eps = cfg.eps;
     const int64_t n = param.numel();
-    for (int64_t i = 0; i < n; i++) {
-        float gi = g[i] * grad_scale;
-        float mi = b1 * mp[i] + (1.0f - b1) * gi;
-        float vi = b2 * vp[i] + (1.0f - b2) * gi * gi;
-        mp[i] = mi;
-        vp[i] = vi;
-        p[i] = p[i] * decay - step_size * mi / (std::sqrt(vi) / bc2_sqrt + cfg.eps);
+    int64_t i = 0;
+    for (; i + kW <= n; i += kW) {
+        Vec pi(p + i, stdx::element_aligned), mi(mp + i, stdx::element_aligned), vi(vp + i, stdx::element_aligned);
+        const Vec gi = Vec(g + i, stdx::element_aligned) * grad_scale;
+        adamw_update(pi, mi, vi, gi, b1, b2, decay, step_size, bc2_sqrt, eps);
+        pi.copy_to(p + i, stdx::element_aligned);
+        mi.copy_to(mp + i, stdx::element_aligned);
+        vi.copy_to(vp + i, stdx::element_aligned);
     }
+    for (; i < n; i++) adamw_update(p[i], mp[i], vp[i], g[i] * grad_scale, b1, b2, decay, step_size, bc2_sqrt, eps);
 }
 
 double sum_squares(const Tensor& x) {
     const float* p = x.ptr<float>();
-    double s = 0;
-    for (int64_t i = 0; i < x.numel(); i++) s += (double)p[i] * p[i];
-    return s;
+    return sum_f64(x.numel(), [&](int64_t i) { return (double)p[i] * p[i]; });
 }
 
 // ---- elementwise ------------------------------------------------------------------------------------
@@ -270,18 +294,21 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
     const float* pa = a.ptr<float>();
     const float* pb = b.ptr<float>();
     float* po = out.ptr<float>();
-    for (int64_t i = 0; i < out.numel(); i++) po[i] = pa[i] + pb[i];
+    const int64_t n = out.numel();
+    for (int64_t i = 0; i < n; i++) po[i] = pa[i] + pb[i];
 }
 
 void add_inplace(Tensor& dst, const Tensor& src, float alpha) {
     float* d = dst.ptr<float>();
     const float* s = src.ptr<float>();
-    for (int64_t i = 0; i < dst.numel(); i++) d[i] += alpha * s[i];
+    const int64_t n = dst.numel();
+    for (int64_t i = 0; i < n; i++) d[i] += alpha * s[i];
 }
 
 void scale_inplace(Tensor& x, float s) {
     float* p = x.ptr<float>();
-    for (int64_t i = 0; i < x.numel(); i++) p[i] *= s;
+    const int64_t n = x.numel();
+    for (int64_t i = 0; i < n; i++) p[i] *= s;
 }
 
 // ---- fill and dtype conversion ----------------------------------------------------------------------

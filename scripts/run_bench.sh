@@ -2,7 +2,7 @@
 # run_bench.sh — `make bench`: benchmarks that print figures (never assertions).
 #   1. ops: our GEMM vs raw OpenBLAS sgemm; naive vs tiled attention            (build/bin/bench_ops)
 #   2. chapter 01 training throughput of `small` on one CPU process, beside PyTorch training the same model
-#      (same weights, batch shape and thread count) when PyTorch is importable
+#      (same weights, batch shape and thread count) when PyTorch is importable, and the ratio of the two
 # Every process uses one BLAS thread, as one training rank per core does. OPENBLAS_CORETYPE is left as the
 # machine sets it, and printed, since it decides which sgemm kernel OpenBLAS runs.
 set -euo pipefail
@@ -22,17 +22,25 @@ for p in /usr/bin/python3 python3; do
     if command -v "$p" >/dev/null && "$p" -c "import torch" 2>/dev/null; then py=$p; break; fi
 done
 summ=${py:-python3}
-"$summ" - "$tmp/ours.jsonl" <<'PY'
+"$summ" - "$tmp/ours.jsonl" <<'PY' | tee "$tmp/ours.txt"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])][5:]   # skip 5 warm-up steps
 tok = sum(r["tokens"] for r in rows); sec = sum(r["seconds"] for r in rows)
 mfu = sum(r["mfu"] or 0 for r in rows) / len(rows)
+steps = sorted(r["seconds"] for r in rows)
 print(f"pentatron: {len(rows)} steps in {sec:.2f} s = {tok / sec:.0f} tok/s, CPU MFU {100 * mfu:.1f}% "
-      f"(of the measured sgemm peak)")
+      f"(of the measured sgemm peak); step median {1e3 * steps[len(steps) // 2]:.1f} ms, "
+      f"fastest {1e3 * steps[0]:.1f} ms")
 PY
 if [ -n "$py" ]; then
     "$bin/01_single_gpu" --model small --dump-reference "$tmp/ref" >/dev/null
-    "$py" tools/torch_train_bench.py "$tmp/ref" --steps 30 --threads 1
+    "$py" tools/torch_train_bench.py "$tmp/ref" --steps 30 --threads 1 | tee "$tmp/torch.txt"
+    # the ratio of the two "= N tok/s" figures above (on a machine shared with other jobs both move)
+    "$py" - "$tmp/ours.txt" "$tmp/torch.txt" <<'PY'
+import re, sys
+ours, torch = (float(re.search(r"= (\d+) tok/s", open(f).read()).group(1)) for f in sys.argv[1:3])
+print(f"pentatron / pytorch: {ours / torch:.2f}x tokens per second")
+PY
 else
     echo "pytorch: not importable here (apt-get install python3-torch), comparison skipped"
 fi
