@@ -60,6 +60,8 @@ TEST_OBJ := $(patsubst %.cpp,$(OBJ)/%.o,$(wildcard tests/*.cpp))
 BENCH_BINS := $(patsubst bench/%.cpp,$(BIN)/bench_%,$(wildcard bench/*.cpp))
 
 .PHONY: all deps test run bench clean help
+# keep the chapter objects make would otherwise delete as intermediates after linking
+.SECONDARY:
 all: $(CH_BINS) $(BIN)/tests $(BENCH_BINS)
 
 # installs missing Debian packages once (idempotent; says what it does)

@@ -42,7 +42,7 @@ struct TrainConfig {
     int64_t seq = 32;              // tokens per sequence (T)
     int64_t micro_batch = 16;      // sequences per micro-batch per rank (b)
     int64_t grad_accum = 1;        // micro-batches per optimizer step
-    int64_t steps = 800;
+    int64_t steps = 1500;
     int64_t warmup = 50;
     float lr = 2e-3f, min_lr = 1e-3f, weight_decay = 0.1f, beta1 = 0.9f, beta2 = 0.95f, grad_clip = 1.0f;
     int64_t seed = 1337;

@@ -68,13 +68,16 @@ AdditionProblem addition_problem(uint64_t seed, int64_t sample_id, int64_t k) {
     return AdditionProblem{(int)(r.v[0] % 100), (int)(r.v[1] % 100)};
 }
 
-// Fixed width: operands as 2 digits, the sum as 3 digits written backwards, e.g. 42+17 -> "42+17=950;".
-// Every problem is 10 characters with each digit at a fixed place, so the model has to learn the
-// arithmetic (digit i of the answer = digit i of a + digit i of b + carry), not where the digits are.
+// Fixed width, every number written backwards: 42+17 -> "24+71=950;". Every problem is 10 characters with
+// each digit at a fixed place, so the model has to learn the arithmetic (digit i of the answer = digit i
+// of a + digit i of b + carry), not where the digits are (data.hpp says why backwards).
 std::string addition_text(const AdditionProblem& p) {
-    std::string sum = strfmt("%03d", p.a + p.b);
-    std::reverse(sum.begin(), sum.end());
-    return strfmt("%02d+%02d=", p.a, p.b) + sum + ";";
+    auto backwards = [](std::string digits) {
+        std::reverse(digits.begin(), digits.end());
+        return digits;
+    };
+    return backwards(strfmt("%02d", p.a)) + "+" + backwards(strfmt("%02d", p.b)) + "=" +
+           backwards(strfmt("%03d", p.a + p.b)) + ";";
 }
 
 namespace {
@@ -84,7 +87,7 @@ class AdditionDataset : public Dataset {
     explicit AdditionDataset(uint64_t seed) : seed_(seed) {}
     int32_t vocab_size() const override { return kByteVocab; }
     std::string describe() const override {
-        return strfmt("addition (built-in: \"aa+bb=SSS;\", the sum written backwards; byte tokens; seed %llu)",
+        return strfmt("addition (built-in: \"aa+bb=SSS;\", every number written backwards; byte tokens; seed %llu)",
                       (unsigned long long)seed_);
     }
     std::string render(const int32_t* tokens, int64_t T) const override { return render_bytes(tokens, T); }

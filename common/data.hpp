@@ -6,7 +6,7 @@
 // micro-batch or eight, every layout trains on exactly the same tokens.
 //
 // Datasets (make_dataset spec, i.e. the --data flag):
-//   addition          built-in synthetic task "42+17=950;" (sum written least significant digit first),
+//   addition          built-in synthetic task "24+71=950;" (42+17=59, every number least significant digit first),
 //                     byte tokenizer; only the answer and its ';' are targets
 //   llmc:GLOB[,GLOB]  llm.c token shards (256 x int32 header, magic 20240520, version 1, then uint16 tokens)
 //   raw:GLOB[,GLOB]   headerless uint16 token files
@@ -51,16 +51,19 @@ int64_t count_targets(const Batch& b);
 std::unique_ptr<Dataset> make_dataset(const std::string& spec, uint64_t seed, int32_t vocab);
 
 // ---- the built-in addition task ------------------------------------------------------------------
-// Each sample packs problems "aa+bb=SSS;": a, b in [0, 100) as 2 digits, S the 3 digits of a+b
-// reversed (least significant first). Written that way, every answer digit is a function of digits
-// already seen plus a carry, which the `small` model learns in about 800 steps (a minute and a half on one core); in the usual order the first
-// digit would depend on the whole carry chain. Fixed widths put every digit at a fixed place. Only answer digits and ';' are targets, so a model
-// that has learned the task reaches a loss far below ln(256).
+// Each sample packs problems "aa+bb=SSS;": a, b in [0, 100) as 2 digits, S the 3 digits of a+b, every
+// number written least significant digit first (42 + 17 = 59 is "24+71=950;"). Written that way, answer
+// digit i is a function of digits already seen (digit i of a and b) plus the carry from digit i-1, and
+// those sit at the SAME distance behind every answer digit, so one attention pattern (RoPE is relative)
+// serves all of them; in the usual order the first answer digit would depend on the whole carry chain.
+// Only answer digits and ';' are targets, so a model that has learned the task reaches a loss far below
+// ln(256). Before it does, it sits on a plateau near 1.15 (digit statistics, no arithmetic) whose length
+// varies with the seed (01_single_gpu/README.md shows runs).
 struct AdditionProblem {
     int a = 0, b = 0;
 };
 AdditionProblem addition_problem(uint64_t seed, int64_t sample_id, int64_t k);  // k-th problem of a sample
-std::string addition_text(const AdditionProblem& p);  // "123+45=861;"
+std::string addition_text(const AdditionProblem& p);  // {42, 17} -> "24+71=950;"
 
 // Exact-match accuracy: a problem counts when every answer token and its ';' are predicted right.
 // pred, targets: (rows, T) teacher-forced argmax predictions and the targets of the same batch.

@@ -66,7 +66,7 @@ TEST_CASE("data: a sample depends only on its id, however ids are grouped") {
 TEST_CASE("addition samples are correct arithmetic and only answers are targets") {
     auto ds = make_dataset("addition", 1, 256);
     CHECK(ds->vocab_size() == 256);
-    CHECK(addition_text({42, 17}) == "42+17=950;");
+    CHECK(addition_text({42, 17}) == "24+71=950;");
     CHECK(addition_text({0, 0}) == "00+00=000;");
     CHECK(addition_text({99, 99}) == "99+99=891;");
     const int64_t T = 64;
@@ -84,7 +84,7 @@ TEST_CASE("addition samples are correct arithmetic and only answers are targets"
             if (s[t] == ';') after_eq = false;
             CHECK(tgt[t] == (after_eq ? (int32_t)(unsigned char)next : -1));
         }
-        // every complete problem: digits '+' digits '=' reversed digits of the sum ';'
+        // every complete problem: reversed digits '+' reversed digits '=' reversed digits of the sum ';'
         size_t pos = 0;
         while (true) {
             size_t end = s.find(';', pos);
@@ -93,7 +93,11 @@ TEST_CASE("addition samples are correct arithmetic and only answers are targets"
             size_t plus = p.find('+'), eq = p.find('=');
             REQUIRE(plus != std::string::npos);
             REQUIRE(eq != std::string::npos);
-            int a = std::stoi(p.substr(0, plus)), b = std::stoi(p.substr(plus + 1, eq - plus - 1));
+            auto number = [](std::string digits) {  // least significant digit first
+                std::reverse(digits.begin(), digits.end());
+                return std::stoi(digits);
+            };
+            int a = number(p.substr(0, plus)), b = number(p.substr(plus + 1, eq - plus - 1));
             std::string ans = p.substr(eq + 1);
             std::reverse(ans.begin(), ans.end());
             CHECK(a >= 0);
