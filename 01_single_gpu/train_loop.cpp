@@ -1,4 +1,5 @@
 // train_loop.cpp — see train_loop.hpp.
+// Playbook: "First steps: training on one GPU" (the training loop, MFU). Run: `make run`.
 #include "train_loop.hpp"
 
 #include <cmath>
@@ -75,7 +76,8 @@ Eval evaluate(Model& model, const Dataset& data, const TrainConfig& cfg, bool ta
 
 StepResult run_training(TrainLoop& L) {
     const TrainConfig& cfg = L.cfg;
-    LRSchedule schedule{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps};
+    // a run shorter than --warmup (say --steps 20 with the default 50) warms up over all but its last step
+    LRSchedule schedule{cfg.lr, cfg.min_lr, std::min(cfg.warmup, cfg.steps - 1), cfg.steps};
     L.log.print = world_rank() == 0;
     if (world_rank() != 0) L.log.jsonl_path.clear();  // one writer: the ranks share the path
     StepLog log(L.log);

@@ -24,8 +24,11 @@ DpMode parse_dp_mode(const std::string& v) {
 const char* dp_mode_name(DpMode m) { return m == DpMode::naive ? "naive" : "bucketed"; }
 
 void check_data_parallel_only(const TrainConfig& cfg, int world_size, const char* chapter) {
-    CHECK(cfg.dp == world_size, "--dp %ld must equal the number of ranks %d (%s is data parallel only: mpirun -np %ld)",
-          (long)cfg.dp, world_size, chapter, (long)cfg.dp);
+    CHECK(cfg.dp == world_size,
+          "--dp %ld must equal the number of ranks %d (%s is data parallel only): pass --dp %d, or run mpirun -np %ld",
+          (long)cfg.dp, world_size, chapter, world_size, (long)cfg.dp);
+    CHECK(cfg.dump_reference.empty(), "--dump-reference %s: the PyTorch reference dump is chapter 01's "
+          "(build/bin/01_single_gpu --dump-reference DIR)", cfg.dump_reference.c_str());
     CHECK(cfg.tp == 1 && cfg.pp == 1 && cfg.cp == 1 && cfg.ep == 1 && !cfg.sp,
           "%s is data parallel only: --tp, --pp, --cp, --ep must be 1 and --sp off (later chapters add them)", chapter);
 }
@@ -161,10 +164,16 @@ void DataParallelHooks::end_micro_batch() {
     if (communicate_) {
         // naive: the whole buffer now; bucketed: every bucket was started during backward
         if (opt_.mode == DpMode::naive) start(target_.flat(0, target_.numel()));
-        // exposed time: backward is over, nothing left to overlap with
+        // exposed time: backward is over, nothing left to overlap with. Under NCCL, wait() only orders the
+        // compute stream after the all-reduce and returns at once, so the host timer would read ~0: sync
+        // the device first (backward's kernels done) and after the waits (communication done), and the
+        // difference is the communication backward did not hide.
+        const bool on_stream = dp_.backend() == CommBackend::nccl;
+        if (on_stream) device_synchronize(model_.device());
         const double t0 = now_s();
         for (InFlight& p : pending_) p.handle.wait();
         pending_.clear();
+        if (on_stream) device_synchronize(model_.device());
         const double waited = now_s() - t0;
         stats_.comm_s += waited;
         stats_.exposed_s += waited;

@@ -43,8 +43,9 @@ void ring_all_reduce(Comm& comm, Tensor& x) {
     CHECK(x.dtype == DType::f32, "ring_all_reduce sums f32 tensors, got %s", dtype_name(x.dtype));
     const int K = comm.size(), r = comm.rank();
     if (K == 1) return;  // one rank: the sum is x itself
-    if (x.device() != Device::cpu) {
+    if (x.device() != Device::cpu && comm.backend() == CommBackend::mpi) {
         // send/recv of the MPI backend move host memory; run on a host copy, then copy the result back
+        // (NCCL moves device memory: the ring below runs on the GPU as it is)
         Tensor host = x.clone(Device::cpu, Tag::comm);
         ring_all_reduce(comm, host);
         copy(x, host);
@@ -59,7 +60,7 @@ void ring_all_reduce(Comm& comm, Tensor& x) {
     };
     // phase 1 receives into a scratch buffer, because the local copy must still be added; part 0 is the
     // largest part, so one buffer of its size fits every part
-    Tensor incoming = Tensor::empty({part_count(M, K, 0)}, DType::f32, Device::cpu, Tag::comm);  // (ceil(M/K),)
+    Tensor incoming = Tensor::empty({part_count(M, K, 0)}, DType::f32, x.device(), Tag::comm);  // (ceil(M/K),)
 
     // ---- phase 1: reduce-scatter. After it, part r is summed over all ranks (on rank r only). ----
     for (int s = 0; s < K - 1; s++) {

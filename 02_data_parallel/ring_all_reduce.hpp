@@ -13,7 +13,7 @@
 namespace penta {
 
 // x (any shape, f32) := the element-wise sum of every rank's x, computed with comm.send_async/recv only.
-// x on a GPU is staged through a host copy. Each rank sends 2M - n_r - n_(r+1) elements, where
+// With the MPI backend, x on a GPU is staged through a host copy; with NCCL the ring runs on the GPU. Each rank sends 2M - n_r - n_(r+1) elements, where
 // n_j = part_count(M, K, j): 2(K-1)/K·M when K divides M.
 void ring_all_reduce(Comm& comm, Tensor& x);
 

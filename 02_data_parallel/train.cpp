@@ -108,7 +108,7 @@ int train(int argc, char** argv) {
                     reductions > 1 ? "ga*" : "");
         for (int r = 0; r < K; r++)
             std::printf("  %4d  %15.0f  %*.0f  %s  %7.2f  %10.2f  %5.0f%%\n", r, bytes[r], reductions > 1 ? 22 : 19,
-                        formula, bytes[r] == formula ? "(equal)" : "(DIFFERENT)", comm_ms[r], exposed_ms[r],
+                        formula, formula_matches(bytes[r], formula) ? "(equal)" : "(DIFFERENT)", comm_ms[r], exposed_ms[r],
                         100 * hidden[r]);
         std::printf("\nmemory by tag on %s (rank 0):\n%s", device_name(device), memory_table(device).c_str());
     }

@@ -127,7 +127,7 @@ int train(int argc, char** argv) {
     std::printf("  rank  measured        formula         = x P\n");
     for (int r = 0; r < K; r++)
         std::printf("  %4d  %-14.0f  %-14.0f  %.4f  %s\n", r, rows[r][5], formula, P > 0 ? formula / P : 0.0,
-                    rows[r][5] == formula ? "(equal)" : "(DIFFERENT)");
+                    formula_matches(rows[r][5], formula) ? "(equal)" : "(DIFFERENT)");
     std::printf("  ZeRO-1/2 and DP: 2P; ZeRO-2 with grad-accum A: (A+1)P; ZeRO-3: A(3P - untied embedding's backward gather)\n");
     return 0;
 }

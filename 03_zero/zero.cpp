@@ -1,5 +1,6 @@
 // zero.cpp — ZeRO-1/2/3 step hooks (zero.hpp). Read begin_step → finish_gradients → optimizer_step: the
 // communication of each stage is in those three functions and in the seams they install on the model.
+// Playbook: "Zero Redundancy Optimizer (ZeRO)". Run: `mpirun -np 4 build/bin/03_zero --dp 4 --zero 3`.
 #include "zero.hpp"
 
 #include "../common/ops.hpp"

@@ -131,7 +131,7 @@ void TensorParallelTraining::print_traffic(const std::vector<LayerTraffic::Bytes
     for (size_t i = 0; i < layers.size(); i++) {
         const double sum = layers[i].forward + layers[i].backward;
         std::printf("  %5zu  %10.0f  %10.0f  %10.0f  %10.0f  %s\n", i, layers[i].forward, layers[i].backward, sum,
-                    formula, sum == formula ? "(equal)" : "(DIFFERENT)");
+                    formula, formula_matches(sum, formula) ? "(equal)" : "(DIFFERENT)");
     }
     if (cfg.recompute == "full")
         std::printf("  (--recompute full reruns each block's forward inside backward: its f/g traffic again)\n");

@@ -71,10 +71,16 @@ int train(int argc, char** argv) {
         const int64_t t = cfg.tp, L = c.n_layers;
         std::printf("\nactivations one micro-batch's forward keeps (b %ld, s %ld, h %ld, %ld layers), per rank:\n",
                     (long)cfg.micro_batch, (long)cfg.seq, (long)c.hidden, (long)L);
-        const int64_t f1 = L * llama_norm_region_activation_bytes(cfg.micro_batch, cfg.seq, c.hidden);
-        const int64_t ft = L * llama_norm_region_activation_bytes(cfg.micro_batch, cfg.seq, c.hidden, t);
+        // --recompute full keeps only each block's input x_in of these (the rest is rebuilt in backward)
+        const bool full = cfg.recompute == "full";
+        auto formula = [&](int64_t sp) {
+            return full ? L * (cfg.micro_batch * cfg.seq / sp) * c.hidden * 4
+                        : L * llama_norm_region_activation_bytes(cfg.micro_batch, cfg.seq, c.hidden, sp);
+        };
+        const int64_t f1 = formula(1), ft = formula(t);
         if (cfg.sp) {
-            std::printf("                                      TP (f/g)   TP + SP    ratio   formula L*(b*s/sp)*(2h*4 + 2*4)\n");
+            std::printf("                                      TP (f/g)   TP + SP    ratio   formula %s\n",
+                        full ? "L*(b*s/sp)*h*4 (x_in only)" : "L*(b*s/sp)*(2h*4 + 2*4)");
             std::printf("  norm/residual regions (measured)  %10ld  %10ld  %6.3f   %ld / %ld  %s\n", (long)tp.norm_region,
                         (long)sp.norm_region, (double)sp.norm_region / tp.norm_region, (long)f1, (long)ft,
                         tp.norm_region == f1 && sp.norm_region == ft ? "(equal)" : "(DIFFERENT)");
@@ -83,8 +89,8 @@ int train(int argc, char** argv) {
             std::printf("  (the rest — q, k, v, the MLP's gate/up/act, the gathered inputs of the linears — is already\n"
                         "   split by heads or columns under TP, or is the full sequence SP must gather for them)\n");
         } else {
-            std::printf("  norm/residual regions (measured, --sp off)  %ld   formula L*b*s*(2h*4 + 2*4) = %ld\n",
-                        (long)tp.norm_region, (long)f1);
+            std::printf("  norm/residual regions (measured, --sp off)  %ld   formula %s = %ld\n", (long)tp.norm_region,
+                        full ? "L*b*s*h*4 (x_in only)" : "L*b*s*(2h*4 + 2*4)", (long)f1);
         }
     }
     run.run();

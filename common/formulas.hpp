@@ -176,4 +176,13 @@ inline double zero_step_bytes(int stage, int64_t psi, int64_t embedding, bool ti
     return (double)A * (2 * f * (double)psi + f * (double)(psi - (tied ? 0 : embedding)));
 }
 
+// A measured byte count against its formula. Both are doubles: ring accounting adds (K-1)/K·M per call,
+// which is not an integer when K does not divide M, and sums of such terms differ in the last bit from the
+// formula's closed form. Equal to 1e-9 relative is "equal"; a real accounting bug is off by whole parts.
+inline bool formula_matches(double measured, double formula) {
+    const double scale = formula < 0 ? -formula : formula;
+    const double diff = measured > formula ? measured - formula : formula - measured;
+    return diff <= 1e-9 * (scale > 1 ? scale : 1);
+}
+
 }  // namespace penta
