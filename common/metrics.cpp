@@ -136,6 +136,8 @@ std::string memory_table(Device d) {
                     human_bytes(m.peak[t]).c_str());
     s += strfmt("  %-14s %12s %12s\n", "total", human_bytes(m.total_current).c_str(),
                 human_bytes(m.total_peak).c_str());
+    if (d == Device::cpu)
+        s += strfmt("  (+ %s of freed blocks the allocator keeps for reuse)\n", human_bytes(host_cached_bytes()).c_str());
     return s;
 }
 

@@ -68,6 +68,7 @@ class HostBlockCache {
         cached_ += bytes;
     }
     static size_t rounded(size_t bytes) { return (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign; }
+    size_t cached() const { return cached_; }
 
    private:
     // 64-byte alignment: whole cache lines, and what AVX-512 loads like. A block of 2 MiB or more (the
@@ -99,6 +100,8 @@ HostBlockCache& host_cache() {
 }  // namespace
 
 const MemStats& mem_stats(Device d) { return g_stats[(int)d]; }
+
+int64_t host_cached_bytes() { return (int64_t)host_cache().cached(); }
 
 void mem_reset_peak(Device d) {
     MemStats& s = g_stats[(int)d];

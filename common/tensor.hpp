@@ -34,6 +34,9 @@ struct MemStats {
 const MemStats& mem_stats(Device d);
 void mem_reset_peak(Device d);  // peak := current, per tag and in total
 bool cuda_available();          // built with CUDA and a device is visible
+// Freed host blocks the allocator keeps for reuse (at most 1 GiB): free as far as the tags are concerned,
+// but still part of the process's memory, so memory_table shows them on a line of their own.
+int64_t host_cached_bytes();
 
 // One allocation. Freed (and un-counted) when the last Tensor that shares it goes away.
 struct Buffer {
