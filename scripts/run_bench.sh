@@ -13,16 +13,19 @@ echo "OpenBLAS kernel: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset: auto-detec
 
 echo
 echo "chapter 01 training throughput, model small, micro-batch 16 x 32 tokens, one process, one thread"
+echo "(3 rounds, ours then PyTorch in each, so both see the same machine state; the ratio is the median)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-steps=35
-"$bin/01_single_gpu" --model small --steps $steps --warmup 5 --log-every 1000 --eval-every 0 --log-jsonl "$tmp/ours.jsonl" >"$tmp/ours.log"
 py=""
 for p in /usr/bin/python3 python3; do
     if command -v "$p" >/dev/null && "$p" -c "import torch" 2>/dev/null; then py=$p; break; fi
 done
 summ=${py:-python3}
-"$summ" - "$tmp/ours.jsonl" <<'PY' | tee "$tmp/ours.txt"
+[ -n "$py" ] && "$bin/01_single_gpu" --model small --dump-reference "$tmp/ref" >/dev/null
+for round in 1 2 3; do
+    "$bin/01_single_gpu" --model small --steps 35 --warmup 5 --log-every 1000 --eval-every 0 \
+        --log-jsonl "$tmp/ours$round.jsonl" >"$tmp/ours.log"
+    "$summ" - "$tmp/ours$round.jsonl" <<'PY' | tee "$tmp/ours$round.txt"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])][5:]   # skip 5 warm-up steps
 tok = sum(r["tokens"] for r in rows); sec = sum(r["seconds"] for r in rows)
@@ -32,14 +35,19 @@ print(f"pentatron: {len(rows)} steps in {sec:.2f} s = {tok / sec:.0f} tok/s, CPU
       f"(of the measured sgemm peak); step median {1e3 * steps[len(steps) // 2]:.1f} ms, "
       f"fastest {1e3 * steps[0]:.1f} ms")
 PY
+    if [ -n "$py" ]; then
+        "$py" tools/torch_train_bench.py "$tmp/ref" --steps 30 --threads 1 | tee "$tmp/torch$round.txt"
+    fi
+done
 if [ -n "$py" ]; then
-    "$bin/01_single_gpu" --model small --dump-reference "$tmp/ref" >/dev/null
-    "$py" tools/torch_train_bench.py "$tmp/ref" --steps 30 --threads 1 | tee "$tmp/torch.txt"
-    # the ratio of the two "= N tok/s" figures above (on a machine shared with other jobs both move)
-    "$py" - "$tmp/ours.txt" "$tmp/torch.txt" <<'PY'
-import re, sys
-ours, torch = (float(re.search(r"= (\d+) tok/s", open(f).read()).group(1)) for f in sys.argv[1:3])
-print(f"pentatron / pytorch: {ours / torch:.2f}x tokens per second")
+    # the ratio of the two "= N tok/s" figures of each round, and their median
+    "$py" - "$tmp" <<'PY'
+import re, statistics, sys
+def rate(f):
+    return float(re.search(r"= (\d+) tok/s", open(f).read()).group(1))
+ratios = [rate(f"{sys.argv[1]}/ours{r}.txt") / rate(f"{sys.argv[1]}/torch{r}.txt") for r in (1, 2, 3)]
+print("pentatron / pytorch per round: " + ", ".join(f"{x:.2f}x" for x in ratios) +
+      f"; median {statistics.median(ratios):.2f}x tokens per second")
 PY
 else
     echo "pytorch: not importable here (apt-get install python3-torch), comparison skipped"
