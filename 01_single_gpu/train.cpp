@@ -27,6 +27,9 @@ int train(int argc, char** argv) {
     TrainConfig cfg;
     Flags flags("01_single_gpu", "Chapter 01: train a Llama on one device (playbook: First steps: training on one GPU).");
     cfg.register_flags(flags);
+    // only this chapter offers the PyTorch reference dump (one rank, the whole model)
+    flags.add("dump-reference", &cfg.dump_reference,
+              "write weights, a batch, grads and 5 AdamW steps to DIR for tools/torch_reference.py, then exit");
     if (!flags.parse(argc, argv)) return 0;
     cfg.validate();
     CHECK(world_size() == 1, "chapter 01 trains on one rank, but the job has %d (run it with mpirun -np 1)", world_size());
@@ -34,7 +37,6 @@ int train(int argc, char** argv) {
     Device device = resolve_device(cfg.device);
     LlamaConfig mc = resolve_model(cfg);
     auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
-    bool task = cfg.data == "addition";
     Model model(mc, device, (uint64_t)cfg.seed, model_options(cfg));
 
     if (!cfg.dump_reference.empty()) {
@@ -45,7 +47,7 @@ int train(int argc, char** argv) {
     AdamW optim(model.params(), model.grads(), optimizer_ranges(model), adamw_config(cfg));
     SingleDeviceHooks hooks(optim);
     PeakFlops peak = device_peak_flops(device, DType::f32);
-    TrainLoop loop{model, hooks, *data, cfg, BatchPlan{}, StepLogConfig{}, task, {}, {}};
+    TrainLoop loop{model, hooks, *data, cfg, BatchPlan{}, StepLogConfig{}, {}, {}};
     loop.plan.seq = cfg.seq;
     loop.plan.micro_batch = cfg.micro_batch;
     loop.plan.grad_accum = cfg.grad_accum;

@@ -56,7 +56,7 @@ void print_task_baseline(const TrainConfig& cfg, const LlamaConfig& mc) {
         std::printf("ln(vocab) = %.3f: a model that learned nothing scores about that\n", std::log((double)mc.vocab));
 }
 
-Eval evaluate(Model& model, const Dataset& data, const TrainConfig& cfg, bool task,
+Eval evaluate(Model& model, const Dataset& data, const TrainConfig& cfg,
               const std::function<Tensor(const Tensor&)>& full_logits) {
     const int64_t rows = 32, first = int64_t(1) << 40;
     Batch b = load_batch(data, first, rows, cfg.seq);
@@ -67,7 +67,7 @@ Eval evaluate(Model& model, const Dataset& data, const TrainConfig& cfg, bool ta
     Eval e;
     e.loss = cross_entropy_forward_backward(logits, db.targets, no_grad, 1.0f, kIgnoreTarget, no_losses) /
              std::max<double>((double)count_targets(b), 1.0);
-    if (task) {
+    if (cfg.data == "addition") {
         std::vector<int32_t> pred = argmax_rows(logits.to_host().data(), rows * cfg.seq, logits.size(-1));
         e.accuracy = addition_accuracy(pred.data(), b.targets.data(), rows, cfg.seq).fraction();
     }
@@ -98,7 +98,7 @@ StepResult run_training(TrainLoop& L) {
         rec.seconds = timer.seconds();
         bool last = s + 1 == cfg.steps;
         if (cfg.eval_every > 0 && ((s + 1) % cfg.eval_every == 0 || last)) {
-            Eval e = evaluate(L.model, L.data, cfg, L.task, L.full_logits);
+            Eval e = evaluate(L.model, L.data, cfg, L.full_logits);
             rec.task_accuracy = e.accuracy;
             rec.extra.push_back({"val loss", e.loss});
         }

@@ -28,7 +28,8 @@ struct Eval {
 };
 // full_logits turns this rank's logits into the whole vocabulary's (TP gathers the vocab shards); empty:
 // the logits are already whole. Every rank of a model-parallel group must call it (it communicates).
-Eval evaluate(Model& model, const Dataset& data, const TrainConfig& cfg, bool task,
+// Accuracy is measured when --data is the addition task.
+Eval evaluate(Model& model, const Dataset& data, const TrainConfig& cfg,
               const std::function<Tensor(const Tensor&)>& full_logits = {});
 
 struct TrainLoop {
@@ -38,7 +39,6 @@ struct TrainLoop {
     const TrainConfig& cfg;
     BatchPlan plan;
     StepLogConfig log;  // print is forced to world rank 0 only
-    bool task = false;  // the addition task: report accuracy
     std::function<Tensor(const Tensor&)> full_logits;  // see evaluate
     // called after every step on every rank, before the line is printed: a chapter adds its figures
     std::function<void(StepRecord&, const StepResult&)> on_step;

@@ -6,14 +6,11 @@
 //   mpirun -np 2 build/bin/tests -ts='ch02 np2' -tc='*data parallel*'
 #include "data_parallel.hpp"
 
-#include <chrono>
 #include <limits>
 
-namespace penta {
+#include "../common/metrics.hpp"  // Timer
 
-namespace {
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-}  // namespace
+namespace penta {
 
 DpMode parse_dp_mode(const std::string& v) {
     if (v == "naive") return DpMode::naive;
@@ -27,8 +24,6 @@ void check_data_parallel_only(const TrainConfig& cfg, int world_size, const char
     CHECK(cfg.dp == world_size,
           "--dp %ld must equal the number of ranks %d (%s is data parallel only): pass --dp %d, or run mpirun -np %ld",
           (long)cfg.dp, world_size, chapter, world_size, (long)cfg.dp);
-    CHECK(cfg.dump_reference.empty(), "--dump-reference %s: the PyTorch reference dump is chapter 01's "
-          "(build/bin/01_single_gpu --dump-reference DIR)", cfg.dump_reference.c_str());
     CHECK(cfg.tp == 1 && cfg.pp == 1 && cfg.cp == 1 && cfg.ep == 1 && !cfg.sp,
           "%s is data parallel only: --tp, --pp, --cp, --ep must be 1 and --sp off (later chapters add them)", chapter);
 }
@@ -139,24 +134,24 @@ void DataParallelHooks::finish_gradients() {
 double DataParallelHooks::optimizer_step(float lr, float grad_clip) { return optim_.step(lr, grad_clip); }
 
 void DataParallelHooks::start(const Tensor& slice) {
-    const double t0 = now_s();
+    Timer timer;
     Tensor x = slice;
     pending_.push_back({dp_.all_reduce_async(x), (double)x.nbytes()});  // SUM: the loss is already / global tokens
-    stats_.comm_s += now_s() - t0;
+    stats_.comm_s += timer.seconds();
     stats_.all_reduces += 1;
     stats_.started_in_backward += in_backward_ ? 1 : 0;
     stats_.reduced_bytes += (double)x.nbytes();
 }
 
 void DataParallelHooks::observe_completions() {
-    const double t0 = now_s();
+    Timer timer;
     std::vector<InFlight> still;
     for (InFlight& p : pending_) {
         if (p.handle.test()) stats_.hidden_bytes += p.bytes;  // done, and backward is still running
         else still.push_back(std::move(p));
     }
     pending_ = std::move(still);
-    stats_.comm_s += now_s() - t0;
+    stats_.comm_s += timer.seconds();
 }
 
 void DataParallelHooks::end_micro_batch() {
@@ -170,11 +165,11 @@ void DataParallelHooks::end_micro_batch() {
         // difference is the communication backward did not hide.
         const bool on_stream = dp_.backend() == CommBackend::nccl;
         if (on_stream) device_synchronize(model_.device());
-        const double t0 = now_s();
+        Timer timer;
         for (InFlight& p : pending_) p.handle.wait();
         pending_.clear();
         if (on_stream) device_synchronize(model_.device());
-        const double waited = now_s() - t0;
+        const double waited = timer.seconds();
         stats_.comm_s += waited;
         stats_.exposed_s += waited;
         communicate_ = false;

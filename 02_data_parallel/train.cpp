@@ -48,12 +48,11 @@ int train(int argc, char** argv) {
     ParallelGrid grid(make_world_comm(parse_comm_backend(cfg.comm, device)), GridShape{(int)cfg.dp}, &mc);
     Comm& dp = grid.dp();
     auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
-    bool task = cfg.data == "addition";
     Model model(mc, device, (uint64_t)cfg.seed, model_options(cfg));  // the same seed everywhere: identical replicas
     AdamW optim(model.params(), model.grads(), optimizer_ranges(model), adamw_config(cfg));
     DataParallelHooks hooks(model, optim, dp, dpo);
 
-    TrainLoop loop{model, hooks, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, task, {}, {}};
+    TrainLoop loop{model, hooks, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, {}, {}};
     configure_log(loop, mc, device, dp.size());
     // totals over the steps after the first (which pays for first-touch allocations)
     DpStepStats total;

@@ -55,7 +55,6 @@ int train(int argc, char** argv) {
     ParallelGrid grid(make_world_comm(parse_comm_backend(cfg.comm, device)), GridShape{(int)cfg.dp}, &mc);
     Comm& dp = grid.dp();
     auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
-    bool task = cfg.data == "addition";
     const ModelOptions mopt = model_options(cfg);
     const AdamWConfig adamw = adamw_config(cfg);
 
@@ -75,7 +74,7 @@ int train(int argc, char** argv) {
         return static_cast<ZeroHooks&>(*hooks).last_step_traffic().total_bytes();
     };
 
-    TrainLoop loop{model, *hooks, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, task, {}, {}};
+    TrainLoop loop{model, *hooks, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, {}, {}};
     configure_log(loop, mc, device, dp.size());
     loop.on_step = [&](StepRecord& rec, const StepResult&) { rec.extra.push_back({"MB sent", step_bytes() / 1e6}); };
 

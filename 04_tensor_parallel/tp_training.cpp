@@ -23,8 +23,6 @@ bool parse_tensor_parallel_flags(int argc, char** argv, const char* program, con
     cfg.validate();
     CHECK(zero == 0 || zero == 1, "--zero %ld: with tensor parallelism this program offers 0 (DP all-reduce) or 1 "
           "(ZeRO-1); stages 2 and 3 are chapter 03's", (long)zero);
-    CHECK(cfg.dump_reference.empty(), "--dump-reference %s: the PyTorch reference dump is chapter 01's "
-          "(build/bin/01_single_gpu --dump-reference DIR)", cfg.dump_reference.c_str());
     zero1 = zero == 1;
     return true;
 }
@@ -138,8 +136,7 @@ void TensorParallelTraining::print_traffic(const std::vector<LayerTraffic::Bytes
 }
 
 StepResult TensorParallelTraining::run() {
-    TrainLoop loop{*model, *hooks_, *data, cfg, data_parallel_plan(cfg, grid->dp()), StepLogConfig{},
-                   cfg.data == "addition", {}, {}};
+    TrainLoop loop{*model, *hooks_, *data, cfg, data_parallel_plan(cfg, grid->dp()), StepLogConfig{}, {}, {}};
     loop.full_logits = [this](const Tensor& local) { return gather_vocab_logits(grid->tp(), local, mc.vocab); };
     configure_log(loop, mc, device, grid->world().size());
     double tp_bytes = grid->tp().counters().total_bytes();

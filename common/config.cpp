@@ -107,7 +107,6 @@ void TrainConfig::register_flags(Flags& f) {
     f.add("log-every", &log_every, "print a step line every N steps");
     f.add("eval-every", &eval_every, "measure task accuracy on held-out samples every N steps (0: never)");
     f.add("log-jsonl", &log_jsonl, "also write one JSON object per step to this file");
-    f.add("dump-reference", &dump_reference, "write weights, a batch, grads and 5 AdamW steps to DIR for tools/torch_reference.py, then exit");
 }
 
 void TrainConfig::register_parallel_flags(Flags& f) {

@@ -1,5 +1,5 @@
-// test_comm.cpp — every Comm collective against its definition, the ring byte counters, split(),
-// ParallelGrid's rank layout and checks, and chapter 02's ring all-reduce built from send/recv.
+// test_comm.cpp — every Comm collective against its definition, the ring byte counters, split(), and
+// chapter 02's ring all-reduce built from send/recv. (ParallelGrid: test_grid.cpp.)
 //
 // Each rank makes its input from its rank by a deterministic rule, so every rank can compute what every
 // collective must return. Inputs are small integers where the result must be exact (sums of integers are
@@ -16,12 +16,13 @@
 #include <numeric>
 
 #include "../02_data_parallel/ring_all_reduce.hpp"
-#include "../common/grid.hpp"
+#include "../common/comm.hpp"
 #include "../common/runtime.hpp"
 #include "testing.hpp"
 
 using namespace penta;
 using penta::testing::check_close;
+using penta::testing::comm_members;
 using penta::testing::contains;
 using penta::testing::error_of;
 using penta::testing::random_tensor;
@@ -407,14 +408,6 @@ void counters_follow_ring_accounting() {
 
 // ---- split -----------------------------------------------------------------------------------------------
 
-// the world ranks of comm's members, in comm's rank order
-std::vector<float> members(Comm& comm, int world_rank) {
-    Tensor me = Tensor::from_host_i32({world_rank}, {1}, Device::cpu);
-    Tensor all = Tensor::from_host_i32(std::vector<int32_t>(comm.size(), -1), {comm.size()}, Device::cpu);
-    comm.all_gather(me, all);
-    return all.to_host();
-}
-
 void split_groups_by_color_ordered_by_key() {
     auto comm = world();
     const int K = comm->size(), r = comm->rank();
@@ -426,13 +419,13 @@ void split_groups_by_color_ordered_by_key() {
     CHECK(parity->name() == "parity");
     CHECK(parity->size() == (int)want.size());
     CHECK(parity->rank() == int(std::find(want.begin(), want.end(), (float)r) - want.begin()));
-    check_close(members(*parity, r), want, 0, 0, "members of the parity group");
+    check_close(comm_members(*parity, r), want, 0, 0, "members of the parity group");
     // everyone, rotated by one: world rank K-1 becomes rank 0
     auto rotated = comm->split(0, (r + 1) % K, "rotated");
     CHECK(rotated->rank() == (r + 1) % K);
     want.clear();
     for (int j = 0; j < K; j++) want.push_back(float((j + K - 1) % K));
-    check_close(members(*rotated, r), want, 0, 0, "members of the rotated group");
+    check_close(comm_members(*rotated, r), want, 0, 0, "members of the rotated group");
     // each Comm counts its own traffic
     CHECK(rotated->counters().calls[(int)CommOp::all_gather] == 1);
     CHECK(comm->counters().total_calls() == 0);
@@ -595,114 +588,7 @@ TEST_CASE("parse_comm_backend names the flag") {
     CHECK(contains(error_of([] { parse_comm_backend("gloo", Device::cpu); }), "--comm gloo must be auto, mpi or nccl"));
 }
 
-// ---- ParallelGrid: rank layout and checks ---------------------------------------------------------------
-
-TEST_CASE("grid_coords and grid_rank: inverse, tp fastest, pp slowest") {
-    const GridShape shapes[] = {{2, 2, 2, 2, 1}, {3, 1, 1, 4, 3}, {2, 3, 2, 2, 2}, {4, 1, 2, 1, 8}, {1, 1, 1, 1, 1}};
-    for (const GridShape& s : shapes)
-        for (int rank = 0; rank < s.ranks(); rank++) {
-            const GridCoords c = grid_coords(s, rank);
-            CAPTURE(s.str());
-            CAPTURE(rank);
-            CHECK(grid_rank(s, c) == rank);
-            CHECK(rank == c.tp + s.tp * (c.cp + s.cp * (c.dp + s.dp * c.pp)));
-            CHECK((c.tp < s.tp && c.cp < s.cp && c.dp < s.dp && c.pp < s.pp));
-            const int d = c.cp + s.cp * c.dp;  // position in the dp × cp plane
-            CHECK(c.ep == d % s.ep);
-            CHECK(c.edp == d / s.ep);
-        }
-    // the example of grid.hpp: world 8 = dp 2 × tp 4; rank 5 is tp 1 of dp 1
-    const GridCoords c = grid_coords(GridShape{2, 1, 1, 4, 1}, 5);
-    CHECK((c.dp == 1 && c.tp == 1 && c.pp == 0 && c.cp == 0));
-    CHECK(GridShape{2, 1, 1, 4, 1}.str() == "dp 2 × pp 1 × cp 1 × tp 4 (ep 1)");
-}
-
-TEST_CASE("validate_grid: errors name the flags, the values and the rule") {
-    LlamaConfig tiny = preset("tiny");  // 4 heads, 2 kv heads, ffn 64, 2 layers
-    validate_grid({2, 2, 1, 2, 1}, 8, &tiny);
-    validate_grid({4, 1, 2, 1, 8}, 8, nullptr);
-    std::string e = error_of([] { validate_grid({2, 1, 1, 2, 1}, 8, nullptr); });
-    CHECK(contains(e, "--dp 2 × --pp 1 × --cp 1 × --tp 2 = 4 ranks, but the job has 8"));
-    e = error_of([&] { validate_grid({1, 1, 1, 4, 1}, 4, &tiny); });
-    CHECK(contains(e, "--tp 4 must divide the model's 2 key/value heads (tiny)"));
-    e = error_of([] { validate_grid({2, 1, 1, 1, 4}, 2, nullptr); });
-    CHECK(contains(e, "--ep 4 must divide --dp 2 × --cp 1 = 2"));
-    e = error_of([] { validate_grid({3, 1, 2, 1, 4}, 6, nullptr); });
-    CHECK(contains(e, "--ep 4 must divide --dp 3 × --cp 2 = 6"));
-    e = error_of([] { validate_grid({0, 1, 1, 1, 1}, 1, nullptr); });
-    CHECK(contains(e, "--dp 0"));
-    CHECK(contains(e, "must be >= 1"));
-    e = error_of([&] { validate_grid({1, 4, 1, 1, 1}, 4, &tiny); });
-    CHECK(contains(e, "--pp 4 must be <= the model's 2 layers (tiny)"));
-}
-
 }  // TEST_SUITE
-
-// ---- ParallelGrid on a real world: every axis Comm holds the documented ranks ----------------------------
-
-namespace {
-
-// every shape (dp, pp, cp, tp, ep) whose degrees multiply to K, with ep dividing dp × cp
-std::vector<GridShape> shapes_of(int K) {
-    std::vector<GridShape> out;
-    for (int dp = 1; dp <= K; dp++)
-        for (int pp = 1; pp <= K; pp++)
-            for (int cp = 1; cp <= K; cp++)
-                for (int tp = 1; tp <= K; tp++)
-                    if (dp * pp * cp * tp == K)
-                        for (int ep = 1; ep <= dp * cp; ep++)
-                            if ((dp * cp) % ep == 0) out.push_back(GridShape{dp, pp, cp, tp, ep});
-    return out;
-}
-
-void grid_axes_hold_the_documented_ranks() {
-    const int K = world()->size(), r = world()->rank();
-    for (const GridShape& s : shapes_of(K)) {
-        CAPTURE(s.str());
-        ParallelGrid grid(world(), s);
-        const GridCoords me = grid_coords(s, r);
-        CHECK(grid.coords().dp == me.dp);
-        CHECK(grid.coords().ep == me.ep);
-        CHECK(contains(grid.describe(), strfmt("rank %d = (pp %d, dp %d, cp %d, tp %d", r, me.pp, me.dp, me.cp, me.tp)));
-        // the world rank of the point that differs from me only in what `vary` changes
-        auto at = [&](const std::function<void(GridCoords&, int)>& vary, int i) {
-            GridCoords c = me;
-            vary(c, i);
-            return (float)grid_rank(s, c);
-        };
-        auto dp_cp = [&](GridCoords& c, int d) { c.dp = d / s.cp, c.cp = d % s.cp; };  // d = cp_i + cp · dp_i
-        struct Axis {
-            const char* name;
-            Comm& comm;
-            int size, index;
-            std::function<void(GridCoords&, int)> vary;
-        };
-        const Axis axes[] = {
-            {"dp", grid.dp(), s.dp, me.dp, [](GridCoords& c, int i) { c.dp = i; }},
-            {"pp", grid.pp(), s.pp, me.pp, [](GridCoords& c, int i) { c.pp = i; }},
-            {"cp", grid.cp(), s.cp, me.cp, [](GridCoords& c, int i) { c.cp = i; }},
-            {"tp", grid.tp(), s.tp, me.tp, [](GridCoords& c, int i) { c.tp = i; }},
-            {"dp×cp", grid.dp_cp(), s.dp * s.cp, me.cp + s.cp * me.dp, dp_cp},
-            // ep: ep consecutive positions of the dp × cp plane; edp: the same ep_i in every such group
-            {"ep", grid.ep(), s.ep, me.ep, [&](GridCoords& c, int i) { dp_cp(c, me.edp * s.ep + i); }},
-            {"edp", grid.edp(), s.dp * s.cp / s.ep, me.edp, [&](GridCoords& c, int j) { dp_cp(c, j * s.ep + me.ep); }},
-        };
-        for (const Axis& a : axes) {
-            CAPTURE(a.name);
-            CHECK(a.comm.name() == a.name);
-            CHECK(a.comm.size() == a.size);
-            CHECK(a.comm.rank() == a.index);
-            std::vector<float> want;
-            for (int i = 0; i < a.size; i++) want.push_back(at(a.vary, i));
-            check_close(members(a.comm, r), want, 0, 0, strfmt("%s members of %s", a.name, s.str().c_str()));
-        }
-    }
-    // a shape that does not fit the world fails on every rank before any communication
-    CHECK(contains(error_of([&] { ParallelGrid g(world(), GridShape{K + 1, 1, 1, 1, 1}); }),
-                   strfmt("--dp %d × --pp 1 × --cp 1 × --tp 1 = %d ranks, but the job has %d", K + 1, K + 1, K)));
-}
-
-}  // namespace
 
 // ---- the cases that run unchanged on 1, 2 and 4 ranks: one test case each in "ch02 np1", "np2", "np4" ----
 // (an X-macro, so the list is written once; doctest tells the copies apart by suite line and name)
@@ -723,8 +609,7 @@ void grid_axes_hold_the_documented_ranks() {
     X("split groups ranks by color, ordered by key", split_groups_by_color_ordered_by_key) \
     X("ring all-reduce equals all_reduce", ring_all_reduce_equals_all_reduce) \
     X("ring all-reduce sends 2(K-1)/K·M bytes", ring_all_reduce_sends_ring_bytes) \
-    X("MPI backend stages cuda tensors through host", mpi_backend_stages_cuda_tensors) \
-    X("ParallelGrid: each axis Comm holds the documented ranks", grid_axes_hold_the_documented_ranks)
+    X("MPI backend stages cuda tensors through host", mpi_backend_stages_cuda_tensors)
 #define COMM_CASE(name, body) \
     TEST_CASE(name) { body(); }
 

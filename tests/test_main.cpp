@@ -12,9 +12,17 @@
 #include <cstdio>
 #include <set>
 
+#include "../common/comm.hpp"
 #include "../common/runtime.hpp"
 
 namespace penta::testing {
+
+std::vector<float> comm_members(Comm& comm, int world_rank) {
+    Tensor me = Tensor::from_host_i32({world_rank}, {1}, Device::cpu);
+    Tensor all = Tensor::from_host_i32(std::vector<int32_t>(comm.size(), -1), {comm.size()}, Device::cpu);
+    comm.all_gather(me, all);
+    return all.to_host();
+}
 
 namespace {
 struct Outcome {

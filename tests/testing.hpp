@@ -15,7 +15,14 @@
 #undef FAIL
 #include <doctest/doctest.h>
 
+namespace penta {
+class Comm;
+}
+
 namespace penta::testing {
+
+// the world ranks of comm's members, in comm's rank order (one all_gather of each member's world rank)
+std::vector<float> comm_members(Comm& comm, int world_rank);
 
 // A test that cannot run here (no GPU, no PyTorch) calls SKIP_TEST: it is reported as skipped, never as
 // passed, and the reason is printed once.
