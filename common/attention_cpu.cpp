@@ -60,9 +60,17 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 // xt (hd, cols) = the transpose of `cols` rows of one head of k or v (row stride ldk). With it the score
 // products S = Q K^T and dP = dO V^T are plain (rows, hd) @ (hd, cols) GEMMs: at tile sizes OpenBLAS
 // runs A @ B^T at well under half the speed of A @ B (bench_ops prints both), far more than the copy costs.
+// The tiled kernels transpose a kv head's keys and values once, and every query head of its GQA group and
+// every query block reuses them: the CPU's stand-in for the key block a GPU kernel keeps in shared memory.
+// Blocks of 8 x 8 keep both the reads and the writes of the copy within a few cache lines.
 void transpose_rows(const Dims& d, int64_t cols, const float* x, float* xt, int64_t ldt) {
-    for (int64_t c = 0; c < cols; c++)
-        for (int64_t e = 0; e < d.hd; e++) xt[e * ldt + c] = x[c * d.ldk + e];
+    constexpr int64_t kB = 8;
+    for (int64_t c0 = 0; c0 < cols; c0 += kB)
+        for (int64_t e0 = 0; e0 < d.hd; e0 += kB) {
+            const int64_t c1 = std::min(c0 + kB, cols), e1 = std::min(e0 + kB, d.hd);
+            for (int64_t e = e0; e < e1; e++)
+                for (int64_t c = c0; c < c1; c++) xt[e * ldt + c] = x[c * d.ldk + e];
+        }
 }
 
 // S (rows, cols) = scale * Q K^T for `rows` queries and `cols` keys of one head, given kt = K^T (hd, cols)
@@ -102,11 +110,8 @@ void backward_block(const Dims& d, int64_t rows, int64_t cols, const float* P, f
 void row_dots(const Dims& d, int64_t b, int64_t h, const float* dout, const float* out, float* D) {
     const float* o = out + d.qoff(b, h);
     const float* g = dout + d.qoff(b, h);
-    for (int64_t i = 0; i < d.Tq; i++) {
-        float s = 0.0f;
-        for (int64_t e = 0; e < d.hd; e++) s += g[i * d.ldq + e] * o[i * d.ldq + e];
-        D[i] = s;
-    }
+    for (int64_t i = 0; i < d.Tq; i++)
+        D[i] = (float)sum_f64(d.hd, [&](int64_t e) { return (double)g[i * d.ldq + e] * o[i * d.ldq + e]; });
 }
 
 // Scratch is a workspace-tagged tensor, so the allocator's peak shows what each version really holds:
@@ -206,54 +211,56 @@ void attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor& v, 
     Dims d(q, k, span);
     Tensor work_s, work_acc, work_ml, work_kt;
     float* S = scratch(work_s, kBlockQ * kBlockK);  // (kBlockQ, kBlockK) scores, then probabilities
-    float* kt = scratch(work_kt, d.hd * kBlockK);    // (hd, kBlockK) K^T of one key block
+    float* kt = scratch(work_kt, d.hd * d.Tk);       // (hd, Tk) K^T of one kv head (transpose_rows)
     float* acc = scratch(work_acc, kBlockQ * d.hd);  // (kBlockQ, hd)
     float* m = scratch(work_ml, 2 * kBlockQ);        // (kBlockQ) running max, then (kBlockQ) running sum
     float* l = m + kBlockQ;
+    const int64_t group = d.nh / d.nkv;  // query heads per kv head
     for (int64_t b = 0; b < d.B; b++)
-        for (int64_t h = 0; h < d.nh; h++) {
-            const float* qh = q.ptr<float>() + d.qoff(b, h);
-            const float* kh = k.ptr<float>() + d.koff(b, d.kv_head(h));
-            const float* vh = v.ptr<float>() + d.koff(b, d.kv_head(h));
-            float* oh = out.ptr<float>() + d.qoff(b, h);
-            float* L = lse.ptr<float>() + (b * d.nh + h) * d.Tq;
-            for (int64_t i0 = 0; i0 < d.Tq; i0 += kBlockQ) {
-                const int64_t rows = std::min(kBlockQ, d.Tq - i0);
-                std::fill(m, m + rows, kNegInf);
-                std::fill(l, l + rows, 0.0f);
-                std::fill(acc, acc + rows * d.hd, 0.0f);
-                // the block's last query sees the most keys; key blocks past that are entirely masked
-                const int64_t kend = d.visible(i0 + rows - 1);
-                for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
-                    const int64_t cols = std::min(kBlockK, d.Tk - j0);
-                    transpose_rows(d, cols, kh + j0 * d.ldk, kt, kBlockK);
-                    scores(d, rows, cols, qh + i0 * d.ldq, kt, kBlockK, S, kBlockK);
-                    for (int64_t r = 0; r < rows; r++) {
-                        float* s = S + r * kBlockK;
-                        const int64_t n = std::clamp<int64_t>(d.visible(i0 + r) - j0, 0, cols);
-                        float mnew = m[r];
-                        for (int64_t c = 0; c < n; c++) mnew = std::max(mnew, s[c]);
-                        if (mnew == kNegInf) {  // this row has seen no key yet: nothing to add
-                            std::fill(s, s + cols, 0.0f);
-                            continue;
+        for (int64_t g = 0; g < d.nkv; g++) {
+            const float* vh = v.ptr<float>() + d.koff(b, g);
+            transpose_rows(d, d.Tk, k.ptr<float>() + d.koff(b, g), kt, d.Tk);
+            for (int64_t h = g * group; h < (g + 1) * group; h++) {
+                const float* qh = q.ptr<float>() + d.qoff(b, h);
+                float* oh = out.ptr<float>() + d.qoff(b, h);
+                float* L = lse.ptr<float>() + (b * d.nh + h) * d.Tq;
+                for (int64_t i0 = 0; i0 < d.Tq; i0 += kBlockQ) {
+                    const int64_t rows = std::min(kBlockQ, d.Tq - i0);
+                    std::fill(m, m + rows, kNegInf);
+                    std::fill(l, l + rows, 0.0f);
+                    std::fill(acc, acc + rows * d.hd, 0.0f);
+                    // the block's last query sees the most keys; key blocks past that are entirely masked
+                    const int64_t kend = d.visible(i0 + rows - 1);
+                    for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
+                        const int64_t cols = std::min(kBlockK, d.Tk - j0);
+                        scores(d, rows, cols, qh + i0 * d.ldq, kt + j0, d.Tk, S, kBlockK);
+                        for (int64_t r = 0; r < rows; r++) {
+                            float* s = S + r * kBlockK;
+                            const int64_t n = std::clamp<int64_t>(d.visible(i0 + r) - j0, 0, cols);
+                            float mnew = m[r];
+                            for (int64_t c = 0; c < n; c++) mnew = std::max(mnew, s[c]);
+                            if (mnew == kNegInf) {  // this row has seen no key yet: nothing to add
+                                std::fill(s, s + cols, 0.0f);
+                                continue;
+                            }
+                            const float alpha = exp_f32(m[r] - mnew);  // 0 on the row's first visible block
+                            for (int64_t c = 0; c < n; c++) s[c] = exp_f32(s[c] - mnew);
+                            float sum = 0.0f;
+                            for (int64_t c = 0; c < n; c++) sum += s[c];
+                            for (int64_t c = n; c < cols; c++) s[c] = 0.0f;
+                            l[r] = l[r] * alpha + sum;
+                            for (int64_t e = 0; e < d.hd; e++) acc[r * d.hd + e] *= alpha;
+                            m[r] = mnew;
                         }
-                        const float alpha = exp_f32(m[r] - mnew);  // 0 on the row's first visible block
-                        for (int64_t c = 0; c < n; c++) s[c] = exp_f32(s[c] - mnew);
-                        float sum = 0.0f;
-                        for (int64_t c = 0; c < n; c++) sum += s[c];
-                        for (int64_t c = n; c < cols; c++) s[c] = 0.0f;
-                        l[r] = l[r] * alpha + sum;
-                        for (int64_t e = 0; e < d.hd; e++) acc[r * d.hd + e] *= alpha;
-                        m[r] = mnew;
+                        gemm(false, false, rows, d.hd, cols, 1.0f, S, kBlockK, vh + j0 * d.ldk, d.ldk, 1.0f, acc,
+                             d.hd);  // acc (rows, hd) += P~ (rows, cols) @ V (cols, hd)
                     }
-                    gemm(false, false, rows, d.hd, cols, 1.0f, S, kBlockK, vh + j0 * d.ldk, d.ldk, 1.0f, acc,
-                         d.hd);  // acc (rows, hd) += P~ (rows, cols) @ V (cols, hd)
-                }
-                for (int64_t r = 0; r < rows; r++) {
-                    // l = 0 only when the query saw no key at all: out = 0, lse = -inf
-                    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-                    for (int64_t e = 0; e < d.hd; e++) oh[(i0 + r) * d.ldq + e] = acc[r * d.hd + e] * inv;
-                    L[i0 + r] = l[r] > 0.0f ? m[r] + std::log(l[r]) : kNegInf;
+                    for (int64_t r = 0; r < rows; r++) {
+                        // l = 0 only when the query saw no key at all: out = 0, lse = -inf
+                        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+                        for (int64_t e = 0; e < d.hd; e++) oh[(i0 + r) * d.ldq + e] = acc[r * d.hd + e] * inv;
+                        L[i0 + r] = l[r] > 0.0f ? m[r] + std::log(l[r]) : kNegInf;
+                    }
                 }
             }
         }
@@ -271,30 +278,35 @@ void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor&
     float* P = scratch(work_p, kBlockQ * kBlockK);   // (kBlockQ, kBlockK)
     float* dS = scratch(work_ds, kBlockQ * kBlockK);  // (kBlockQ, kBlockK)
     float* D = scratch(work_d, d.Tq);                 // (Tq), like FA2's preprocessing pass
-    float* kt = scratch(work_t, 2 * d.hd * kBlockK);  // (hd, kBlockK) K^T, then V^T, of one key block
-    float* vt = kt + d.hd * kBlockK;
+    float* kt = scratch(work_t, 2 * d.hd * d.Tk);     // (hd, Tk) K^T, then (hd, Tk) V^T, of one kv head
+    float* vt = kt + d.hd * d.Tk;
+    const int64_t group = d.nh / d.nkv;  // query heads per kv head
     for (int64_t b = 0; b < d.B; b++)
-        for (int64_t h = 0; h < d.nh; h++) {
-            const int64_t qo = d.qoff(b, h), ko = d.koff(b, d.kv_head(h));
-            const float* L = lse.ptr<float>() + (b * d.nh + h) * d.Tq;
-            row_dots(d, b, h, dout.ptr<float>(), out.ptr<float>(), D);
-            for (int64_t j0 = 0; j0 < d.Tk; j0 += kBlockK) {
-                const int64_t cols = std::min(kBlockK, d.Tk - j0);
-                if (d.visible(d.Tq - 1) <= j0) continue;  // no query sees these keys
-                const float* kj = k.ptr<float>() + ko + j0 * d.ldk;
-                transpose_rows(d, cols, kj, kt, kBlockK);
-                transpose_rows(d, cols, v.ptr<float>() + ko + j0 * d.ldk, vt, kBlockK);
-                for (int64_t i0 = 0; i0 < d.Tq; i0 += kBlockQ) {
-                    const int64_t rows = std::min(kBlockQ, d.Tq - i0);
-                    if (d.visible(i0 + rows - 1) <= j0) continue;  // no query of the block sees these keys
-                    const float* qi = q.ptr<float>() + qo + i0 * d.ldq;
-                    scores(d, rows, cols, qi, kt, kBlockK, P, kBlockK);
-                    for (int64_t r = 0; r < rows; r++)
-                        probs_from_lse(P + r * kBlockK, cols, std::clamp<int64_t>(d.visible(i0 + r) - j0, 0, cols),
-                                       L[i0 + r]);
-                    backward_block(d, rows, cols, P, dS, kBlockK, qi, kj, vt, kBlockK,
-                                   dout.ptr<float>() + qo + i0 * d.ldq, D + i0, dq.ptr<float>() + qo + i0 * d.ldq,
-                                   dk.ptr<float>() + ko + j0 * d.ldk, dv.ptr<float>() + ko + j0 * d.ldk);
+        for (int64_t g = 0; g < d.nkv; g++) {
+            const int64_t ko = d.koff(b, g);
+            transpose_rows(d, d.Tk, k.ptr<float>() + ko, kt, d.Tk);
+            transpose_rows(d, d.Tk, v.ptr<float>() + ko, vt, d.Tk);
+            for (int64_t h = g * group; h < (g + 1) * group; h++) {
+                const int64_t qo = d.qoff(b, h);
+                const float* L = lse.ptr<float>() + (b * d.nh + h) * d.Tq;
+                row_dots(d, b, h, dout.ptr<float>(), out.ptr<float>(), D);
+                for (int64_t j0 = 0; j0 < d.Tk; j0 += kBlockK) {
+                    const int64_t cols = std::min(kBlockK, d.Tk - j0);
+                    if (d.visible(d.Tq - 1) <= j0) continue;  // no query sees these keys
+                    const float* kj = k.ptr<float>() + ko + j0 * d.ldk;
+                    for (int64_t i0 = 0; i0 < d.Tq; i0 += kBlockQ) {
+                        const int64_t rows = std::min(kBlockQ, d.Tq - i0);
+                        if (d.visible(i0 + rows - 1) <= j0) continue;  // no query of the block sees these keys
+                        const float* qi = q.ptr<float>() + qo + i0 * d.ldq;
+                        scores(d, rows, cols, qi, kt + j0, d.Tk, P, kBlockK);
+                        for (int64_t r = 0; r < rows; r++)
+                            probs_from_lse(P + r * kBlockK, cols,
+                                           std::clamp<int64_t>(d.visible(i0 + r) - j0, 0, cols), L[i0 + r]);
+                        backward_block(d, rows, cols, P, dS, kBlockK, qi, kj, vt + j0, d.Tk,
+                                       dout.ptr<float>() + qo + i0 * d.ldq, D + i0,
+                                       dq.ptr<float>() + qo + i0 * d.ldq, dk.ptr<float>() + ko + j0 * d.ldk,
+                                       dv.ptr<float>() + ko + j0 * d.ldk);
+                    }
                 }
             }
         }
