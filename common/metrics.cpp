@@ -86,7 +86,9 @@ double cpu_sgemm_peak_flops() {
         b[i] = 1e-3f * (float)(i % 89);
     }
     double best = 0;
-    for (int rep = 0; rep < 4; rep++) {  // the first call warms caches and starts BLAS threads
+    // the first call warms caches and starts BLAS threads; the best of the other 11 (~0.15 s in all), since a
+    // shared machine's speed drifts and a peak caught in a slow moment would overstate every MFU after it
+    for (int rep = 0; rep < 12; rep++) {
         Timer t;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
                     c.data(), n);
