@@ -110,8 +110,11 @@ void backward_block(const Dims& d, int64_t rows, int64_t cols, const float* P, f
 void row_dots(const Dims& d, int64_t b, int64_t h, const float* dout, const float* out, float* D) {
     const float* o = out + d.qoff(b, h);
     const float* g = dout + d.qoff(b, h);
-    for (int64_t i = 0; i < d.Tq; i++)
-        D[i] = (float)sum_f64(d.hd, [&](int64_t e) { return (double)g[i * d.ldq + e] * o[i * d.ldq + e]; });
+    for (int64_t i = 0; i < d.Tq; i++) {
+        float s = 0.0f;
+        for (int64_t e = 0; e < d.hd; e++) s += g[i * d.ldq + e] * o[i * d.ldq + e];
+        D[i] = s;
+    }
 }
 
 // Scratch is a workspace-tagged tensor, so the allocator's peak shows what each version really holds:
