@@ -203,7 +203,8 @@ void attention_backward_naive(const Tensor& dout, const Tensor& q, const Tensor&
 // When a new block raises the max from m to m', every term kept so far was exp(s - m) and must become
 // exp(s - m') = exp(s - m) * exp(m - m'): so l and acc are multiplied by alpha = exp(m - m') and the new
 // block's terms are added. After the last block, out = acc / l exactly, and lse = m + log(l).
-// Only a tile of scores (kBlockQ, kBlockK) and the accumulator (kBlockQ, hd) ever exist.
+// Only a tile of scores (kBlockQ, kBlockK) and the accumulator (kBlockQ, hd) ever exist (besides K^T of one kv
+// head, a copy of an input, never a (Tq, Tk) matrix).
 //
 // Why save lse: it is all the backward needs to rebuild any tile of P as exp(scale q k^T - lse) without
 // redoing the max/sum pass; and it lets context parallelism merge partial attentions over disjoint key
