@@ -67,6 +67,18 @@ std::vector<double> Comm::all_gather_scalar(double x) {
     return all;
 }
 
+void Comm::check_part(const Tensor& whole, const Tensor& part, const char* what) const {
+    CHECK(whole.dtype == part.dtype, "%s: the whole is %s, the part %s", what, dtype_name(whole.dtype),
+          dtype_name(part.dtype));
+    const int64_t M = whole.numel(), want = part_count(M, size_, rank_);
+    CHECK(part.numel() == want, "%s on %s: rank %d's part of %lld elements over %d ranks has %lld elements, got %lld",
+          what, name_.c_str(), rank_, (long long)M, size_, (long long)want, (long long)part.numel());
+}
+
+void Comm::check_peer(int peer, const char* what) const {
+    CHECK(peer >= 0 && peer < size_, "%s %d is not a rank of %s (size %d)", what, peer, name_.c_str(), size_);
+}
+
 double Comm::check_all_to_all_v(const Tensor& in, const std::vector<int64_t>& sc, const std::vector<int64_t>& so,
                                 const Tensor& out, const std::vector<int64_t>& rc,
                                 const std::vector<int64_t>& ro) const {
@@ -125,7 +137,7 @@ class SelfComm : public Comm {
     }
     CommHandle all_gather_async(const Tensor& in, Tensor& out) override { return copy_all(CommOp::all_gather, in, out); }
     CommHandle broadcast_async(Tensor& x, int root) override {
-        CHECK(root == 0, "broadcast root %d is not a rank of %s (size 1)", root, name_.c_str());
+        check_peer(root, "broadcast root");
         record(CommOp::broadcast, (double)x.nbytes());
         return {};
     }

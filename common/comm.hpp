@@ -148,11 +148,17 @@ class Comm {
     double check_all_to_all_v(const Tensor& in, const std::vector<int64_t>& send_counts,
                               const std::vector<int64_t>& send_offsets, const Tensor& out,
                               const std::vector<int64_t>& recv_counts, const std::vector<int64_t>& recv_offsets) const;
-    // one call of op on a buffer of buffer_bytes, counted by ring_bytes
-    void record(CommOp op, double buffer_bytes) {
+    // reduce_scatter / all_gather: `part` has whole's dtype and is this rank's part_count of it
+    void check_part(const Tensor& whole, const Tensor& part, const char* what) const;
+    // a rank of this group, as a root or a peer
+    void check_peer(int peer, const char* what) const;
+    // one call of op that moved `bytes` from this rank
+    void count(CommOp op, double bytes) {
         counters_.calls[(int)op] += 1;
-        counters_.bytes[(int)op] += ring_bytes(op, size_, buffer_bytes);
+        counters_.bytes[(int)op] += bytes;
     }
+    // one call of op on a buffer of buffer_bytes, counted by ring_bytes
+    void record(CommOp op, double buffer_bytes) { count(op, ring_bytes(op, size_, buffer_bytes)); }
     int rank_ = 0, size_ = 1;
     std::string name_ = "world";
     CommCounters counters_;
@@ -161,7 +167,7 @@ class Comm {
 // The world communicator on this backend (MPI_COMM_WORLD, or an NCCL communicator over every rank with
 // one GPU per process chosen by the node-local rank). Without MPI built in, a Comm of one rank.
 std::unique_ptr<Comm> make_world_comm(CommBackend backend);
-// a group of one rank, whatever the backend (a parallel axis of size 1 needs no communicator)
+// a group of one rank, whatever the backend (what a build without MPI uses as its world)
 std::unique_ptr<Comm> make_self_comm(const std::string& name);
 
 

@@ -116,8 +116,7 @@ class MpiComm : public Comm {
 
     CommHandle reduce_scatter_async(const Tensor& in, Tensor& out) override {
         const int64_t M = in.numel();
-        check_part(M, out.numel(), "reduce_scatter");
-        CHECK(in.dtype == out.dtype, "reduce_scatter: in is %s, out is %s", dtype_name(in.dtype), dtype_name(out.dtype));
+        check_part(in, out, "reduce_scatter");
         auto p = std::make_unique<MpiPending>();
         p->keep.push_back(input_buffer(in, out));
         p->outputs.emplace_back(out, false);
@@ -131,8 +130,7 @@ class MpiComm : public Comm {
 
     CommHandle all_gather_async(const Tensor& in, Tensor& out) override {
         const int64_t M = out.numel();
-        check_part(M, in.numel(), "all_gather");
-        CHECK(in.dtype == out.dtype, "all_gather: in is %s, out is %s", dtype_name(in.dtype), dtype_name(out.dtype));
+        check_part(out, in, "all_gather");
         auto p = std::make_unique<MpiPending>();
         // the part already in its place in the output (ZeRO's shard of the flat buffer): MPI_IN_PLACE
         const bool in_place = in.buf == out.buf && out.device() == Device::cpu &&
@@ -202,14 +200,13 @@ class MpiComm : public Comm {
         MPI_CHECK(MPI_Ialltoallv(p->keep[0].data(), p->counts.data(), p->displs.data(), t, p->outputs[0].host.data(),
                                  p->counts2.data(), p->displs2.data(), t, comm_, &p->reqs[0]));
         // counted as what really leaves this rank; for equal chunks that is (K-1)/K·M, the ring figure
-        counters_.calls[(int)CommOp::all_to_all] += 1;
-        counters_.bytes[(int)CommOp::all_to_all] += sent;
+        count(CommOp::all_to_all, sent);
         return CommHandle(std::move(p));
     }
 
     void barrier() override {
         MPI_CHECK(MPI_Barrier(comm_));
-        counters_.calls[(int)CommOp::barrier] += 1;
+        record(CommOp::barrier, 0.0);
     }
 
     double all_reduce_scalar(double x, ReduceOp op) override {
@@ -225,14 +222,6 @@ class MpiComm : public Comm {
     }
 
    private:
-    void check_part(int64_t M, int64_t part, const char* what) const {
-        CHECK(part == part_count(M, size_, rank_),
-              "%s on %s: rank %d's part of %lld elements over %d ranks has %lld elements, got %lld", what,
-              name_.c_str(), rank_, (long long)M, size_, (long long)part_count(M, size_, rank_), (long long)part);
-    }
-    void check_peer(int peer, const char* what) const {
-        CHECK(peer >= 0 && peer < size_, "%s %d is not a rank of %s (size %d)", what, peer, name_.c_str(), size_);
-    }
     MPI_Comm comm_;
 };
 

@@ -53,18 +53,17 @@ float rank_max(int K, int64_t i, int salt) {
     return m;
 }
 
-// a 1-D tensor of dtype dt (f32, i32 or bf16; the values are integers, exact in all three)
-Tensor make(DType dt, int64_t n, const std::function<float(int64_t)>& f) {
-    std::vector<float> v(n);
-    for (int64_t i = 0; i < n; i++) v[i] = f(i);
-    if (dt == DType::i32) return Tensor::from_host_i32(std::vector<int32_t>(v.begin(), v.end()), {n}, Device::cpu);
-    return Tensor::from_host(v, {n}, Device::cpu, Tag::workspace, dt);
-}
-
 std::vector<float> expected(int64_t n, const std::function<float(int64_t)>& f) {
     std::vector<float> v(n);
     for (int64_t i = 0; i < n; i++) v[i] = f(i);
     return v;
+}
+
+// a 1-D tensor of dtype dt (f32, i32 or bf16; the values are integers, exact in all three)
+Tensor make(DType dt, int64_t n, const std::function<float(int64_t)>& f) {
+    std::vector<float> v = expected(n, f);
+    if (dt == DType::i32) return Tensor::from_host_i32(std::vector<int32_t>(v.begin(), v.end()), {n}, Device::cpu);
+    return Tensor::from_host(v, {n}, Device::cpu, Tag::workspace, dt);
 }
 
 // the rank that owns element i of a buffer of M split over K parts

@@ -246,7 +246,7 @@ class NcclComm : public Comm {
 
     CommHandle reduce_scatter_async(const Tensor& in, Tensor& out) override {
         const int64_t M = in.numel();
-        check_pair(in, out, M, out.numel(), "reduce_scatter");
+        check_pair(in, out, "reduce_scatter");
         const ncclDataType_t t = nccl_type(in.dtype, true, "reduce_scatter");
         begin();
         if (M % size_ == 0) {
@@ -268,7 +268,7 @@ class NcclComm : public Comm {
 
     CommHandle all_gather_async(const Tensor& in, Tensor& out) override {
         const int64_t M = out.numel();
-        check_pair(in, out, M, in.numel(), "all_gather");
+        check_pair(out, in, "all_gather");
         const ncclDataType_t t = nccl_type(in.dtype, false, "all_gather");
         begin();
         if (M % size_ == 0) {
@@ -331,8 +331,7 @@ class NcclComm : public Comm {
         }
         NCCL_CHECK(ncclGroupEnd());
         // counted as what really leaves this rank; for equal chunks that is (K-1)/K·M, the ring figure
-        counters_.calls[(int)CommOp::all_to_all] += 1;
-        counters_.bytes[(int)CommOp::all_to_all] += sent;
+        count(CommOp::all_to_all, sent);
         return handle(st_->issued({in, out}));
     }
 
@@ -342,7 +341,7 @@ class NcclComm : public Comm {
         NCCL_CHECK(ncclAllReduce(st_->scratch.data(), st_->scratch.data(), 1, ncclFloat32, ncclSum, st_->comm,
                                  st_->stream));
         st_->sync();
-        counters_.calls[(int)CommOp::barrier] += 1;
+        record(CommOp::barrier, 0.0);
     }
 
     double all_reduce_scalar(double x, ReduceOp op) override {
@@ -411,17 +410,11 @@ class NcclComm : public Comm {
               "%s on %s: the NCCL backend moves GPU tensors only, this one is on %s (use --comm mpi for host tensors)",
               what, name_.c_str(), device_name(t.device()));
     }
-    // reduce_scatter / all_gather: both on the GPU, one dtype, and `part` is this rank's part of M
-    void check_pair(const Tensor& in, const Tensor& out, int64_t M, int64_t part, const char* what) const {
-        check_device(in, what);
-        check_device(out, what);
-        CHECK(in.dtype == out.dtype, "%s: in is %s, out is %s", what, dtype_name(in.dtype), dtype_name(out.dtype));
-        CHECK(part == part_count(M, size_, rank_),
-              "%s on %s: rank %d's part of %lld elements over %d ranks has %lld elements, got %lld", what,
-              name_.c_str(), rank_, (long long)M, size_, (long long)part_count(M, size_, rank_), (long long)part);
-    }
-    void check_peer(int peer, const char* what) const {
-        CHECK(peer >= 0 && peer < size_, "%s %d is not a rank of %s (size %d)", what, peer, name_.c_str(), size_);
+    // reduce_scatter / all_gather: both on the GPU, and `part` is this rank's part of `whole`
+    void check_pair(const Tensor& whole, const Tensor& part, const char* what) const {
+        check_device(whole, what);
+        check_device(part, what);
+        check_part(whole, part, what);
     }
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
@@ -464,26 +457,20 @@ class NcclComm : public Comm {
     std::shared_ptr<NcclState> st_;
 };
 
-// The GPU of this process: the node-local rank picks it, so the ranks of a node use different GPUs. The
-// modulo serves launchers that show each process only its own GPU (local rank 3 sees one device, 0).
-int choose_device() {
-    int n = 0;
+// The GPU of this process: runtime_init already made it current (the node-local rank modulo the visible
+// count, so the ranks of a node use different GPUs); NCCL binds the communicator to the current device.
+int current_device() {
+    int n = 0, dev = 0;
     CUDA_CHECK(cudaGetDeviceCount(&n));
     CHECK(n > 0, "--comm nccl needs a GPU, and none is visible");
-    const int dev = local_rank() % n;
-    int current = 0;
-    CUDA_CHECK(cudaGetDevice(&current));
-    CHECK(current == dev || mem_stats(Device::cuda).total_current == 0,
-          "the NCCL world communicator must be made before any tensor is put on a GPU: rank %d needs GPU %d, "
-          "but tensors already live on GPU %d", world_rank(), dev, current);
-    CUDA_CHECK(cudaSetDevice(dev));
+    CUDA_CHECK(cudaGetDevice(&dev));
     return dev;
 }
 
 }  // namespace
 
 std::unique_ptr<Comm> make_nccl_world_comm() {
-    const int dev = choose_device();
+    const int dev = current_device();
     const int rank = world_rank(), size = world_size();
     // rank 0 makes the id (it also opens the socket the others connect to) and MPI hands it round
     ncclUniqueId id;
