@@ -26,6 +26,8 @@ struct Eval {
     double loss = 0;
     double accuracy = -1;  // exact-match on the addition task; -1 for other data
 };
+// sequences of held-out data each evaluation runs (one micro-batch)
+constexpr int64_t kEvalRows = 32;
 // full_logits turns this rank's logits into the whole vocabulary's (TP gathers the vocab shards); empty:
 // the logits are already whole. Every rank of a model-parallel group must call it (it communicates).
 // Accuracy is measured when --data is the addition task.

@@ -50,10 +50,10 @@ int train(int argc, char** argv) {
           "--sp splits the --micro-batch %ld × --seq %ld = %ld tokens of a micro-batch into --tp %ld equal blocks: "
           "the token count must be divisible by --tp",
           (long)cfg.micro_batch, (long)cfg.seq, (long)(cfg.micro_batch * cfg.seq), (long)cfg.tp);
-    CHECK(!cfg.sp || cfg.eval_every == 0 || (32 * cfg.seq) % cfg.tp == 0,
-          "--sp: the evaluation runs 32 sequences of --seq %ld = %ld tokens, which --tp %ld must divide as well "
+    CHECK(!cfg.sp || cfg.eval_every == 0 || (kEvalRows * cfg.seq) % cfg.tp == 0,
+          "--sp: the evaluation runs %ld sequences of --seq %ld = %ld tokens, which --tp %ld must divide as well "
           "(or --eval-every 0)",
-          (long)cfg.seq, (long)(32 * cfg.seq), (long)cfg.tp);
+          (long)kEvalRows, (long)cfg.seq, (long)(kEvalRows * cfg.seq), (long)cfg.tp);
 
     TensorParallelTraining run(cfg, zero1);
     run.print_header("05_sequence_parallel");
