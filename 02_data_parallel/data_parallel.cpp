@@ -108,7 +108,7 @@ void DataParallelHooks::before_backward(int64_t a, bool last) {
     if (a == 0 || opt_.no_sync) {
         target_ = model_.grads();  // zeroed by the step: fresh and accumulated are the same
     } else {
-        if (!fresh_.defined()) fresh_ = Tensor::zeros(model_.grads().shape, model_.grads().dtype, model_.device(), Tag::grads);
+        if (!fresh_.defined()) fresh_ = Tensor::empty(model_.grads().shape, model_.grads().dtype, model_.device(), Tag::grads);
         fill(fresh_, 0.0f);
         target_ = fresh_;
     }

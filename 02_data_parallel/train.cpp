@@ -80,8 +80,9 @@ int train(int argc, char** argv) {
                     dp.size(), dp_mode_name(dpo.mode));
         if (dpo.mode == DpMode::bucketed) {
             std::printf(", %zu bucket(s) closed at >= %g MiB of whole units, in backward order:", hooks.buckets().size(), bucket_mb);
+            const int64_t elem = (int64_t)dtype_size(model.grads().dtype);
             for (const GradBucket& b : hooks.buckets())
-                std::printf(" [units %d-%d %s]", b.first_unit, b.last_unit, human_bytes(b.numel * 4).c_str());
+                std::printf(" [units %d-%d %s]", b.first_unit, b.last_unit, human_bytes(b.numel * elem).c_str());
         }
         std::printf("; no_sync %s\n", no_sync ? "on" : "off");
         std::printf("batch: %ld micro-batch x %ld grad-accum x %d ranks = %ld sequences x %ld tokens\n",

@@ -38,4 +38,18 @@ double check_close_per_tensor(const LlamaConfig& cfg, const std::vector<float>& 
     return smallest;
 }
 
+void check_same_training(const Trained& got, const Trained& ref, const LlamaConfig& cfg, double rtol,
+                         const std::string& what) {
+    CAPTURE(what);
+    REQUIRE(got.losses.size() == ref.losses.size());
+    REQUIRE(got.norms.size() == ref.norms.size());
+    for (size_t s = 0; s < ref.losses.size(); s++) {
+        CAPTURE(s);
+        CHECK(got.losses[s] == doctest::Approx(ref.losses[s]).epsilon(rtol));
+        CHECK(got.norms[s] == doctest::Approx(ref.norms[s]).epsilon(rtol));
+    }
+    check_close_per_tensor(cfg, got.params, ref.params, rtol, rtol,
+                           what + strfmt(" after %zu steps", ref.losses.size()));
+}
+
 }  // namespace penta::testing

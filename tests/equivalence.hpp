@@ -35,4 +35,9 @@ Trained train_reference(Model& model, const AdamWConfig& adamw, const Dataset& d
 double check_close_per_tensor(const LlamaConfig& cfg, const std::vector<float>& got, const std::vector<float>& ref,
                               double rtol, double atol, const std::string& what);
 
+// The whole comparison of a parallel run with the reference: per step the loss and the grad norm to rtol
+// relative, then the final weights per tensor (check_close_per_tensor, rtol and atol both rtol).
+void check_same_training(const Trained& got, const Trained& ref, const LlamaConfig& cfg, double rtol,
+                         const std::string& what);
+
 }  // namespace penta::testing

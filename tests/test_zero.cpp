@@ -67,8 +67,11 @@ ZeroRun train_zero(const Spec& s, ZeroStage stage, Comm& dp, const Dataset& data
     mem_reset_peak(Device::cpu);
     const int64_t comm_before = state_bytes_now(Tag::comm);
     ZeroRun t;
-    for (int64_t step = 0; step < s.steps; step++)
-        t.losses.push_back(training_step(m, hooks, data, step, plan, lr_at(step), 1.0f).loss);
+    for (int64_t step = 0; step < s.steps; step++) {
+        const StepResult r = training_step(m, hooks, data, step, plan, lr_at(step), 1.0f);
+        t.losses.push_back(r.loss);
+        t.norms.push_back(r.grad_norm);
+    }
     t.comm_peak = mem_stats(Device::cpu).peak[(int)Tag::comm] - comm_before;
     int64_t after[4];
     for (int i = 0; i < 4; i++) after[i] = state_bytes_now(state_tags[i]) - before[i];
@@ -84,17 +87,6 @@ std::vector<int64_t> unit_numels(const LlamaConfig& c) {
     return n;
 }
 
-// The losses to 1e-5 relative; every weight to 1e-5 of its tensor's largest element (equivalence.hpp
-// says why).
-void check_matches_reference(const Trained& got, const Trained& ref, const LlamaConfig& c) {
-    REQUIRE(got.losses.size() == ref.losses.size());
-    for (size_t i = 0; i < ref.losses.size(); i++) {
-        CAPTURE(i);
-        CHECK(got.losses[i] == doctest::Approx(ref.losses[i]).epsilon(1e-5));
-    }
-    check_close_per_tensor(c, got.params, ref.params, 1e-5, 1e-5, "weights");
-}
-
 // One stage against the reference: training, memory formula, traffic formula. Returns the ZeRO run.
 ZeroRun check_stage(const Spec& s, ZeroStage stage, Comm& dp, const Trained& ref) {
     const LlamaConfig c = model_config(s);
@@ -104,7 +96,7 @@ ZeroRun check_stage(const Spec& s, ZeroStage stage, Comm& dp, const Trained& ref
     CAPTURE(s.tied);
     CAPTURE(s.grad_accum);
     ZeroRun z = train_zero(s, stage, dp, *data);
-    check_matches_reference(z, ref, c);
+    check_same_training(z, ref, c, 1e-5, "ZeRO");
 
     const int64_t psi = c.n_params(), S = zero_shard_numel(unit_numels(c), dp.size(), dp.rank());
     const ModelStateBytes want = zero_model_state_bytes_fp32((int)stage, psi, S);
@@ -172,17 +164,10 @@ TEST_SUITE("ch03 np2") {
 
     TEST_CASE("ZeRO-3 gathers each unit once per pass: prefetch adds no bytes") {
         auto dp = make_world_comm(CommBackend::mpi);
-        Spec s{false, 2, 1, 1};
+        const Spec s{false, 2, 1, 1};
         const LlamaConfig c = model_config(s);
         auto data = make_dataset("addition", kSeed, kByteVocab);
-        Model m(c, Device::cpu, kSeed, zero_model_options(ZeroStage::zero3));
-        ZeroHooks hooks(m, *dp, ZeroStage::zero3, kAdamW);
-        TrainConfig cfg;
-        cfg.seq = kSeq;
-        cfg.micro_batch = 2;
-        BatchPlan plan = data_parallel_plan(cfg, *dp);
-        training_step(m, hooks, *data, 0, plan, 1e-3f, 1.0f);
-        const CommCounters& t = hooks.last_step_traffic();
+        const CommCounters t = train_zero(s, ZeroStage::zero3, *dp, *data).traffic;
         const int64_t units = c.n_layers + 2;
         CHECK(t.calls[(int)CommOp::all_gather] == units + (units - 1));  // forward all, backward all but the embedding
         CHECK(t.calls[(int)CommOp::reduce_scatter] == units);
