@@ -71,13 +71,7 @@ void ZeroHooks::finish_gradients() {
     }
     // ZeRO-1: the full gradients are summed over ranks only where this rank needs them: its shard
     Tensor reduced = Tensor::empty({shards_.numel()}, DType::f32, model_.device(), Tag::comm);  // (S)
-    std::vector<CommHandle> inflight;
-    for (int u = 0; u < shards_.units(); u++) {
-        if (shards_.unit(u).numel == 0) continue;
-        Tensor part = shards_.piece_of(reduced, u);
-        inflight.push_back(dp_.reduce_scatter_async(shards_.unit_of(model_.grads(), u), part));
-    }
-    for (CommHandle& h : inflight) h.wait();
+    shards_.reduce_scatter(dp_, model_.grads(), reduced);
     optim_->grad = reduced;
 }
 

@@ -54,6 +54,16 @@ void UnitShards::all_gather(Comm& dp, const Tensor& shard, Tensor& full) const {
     for (CommHandle& h : inflight) h.wait();
 }
 
+void UnitShards::reduce_scatter(Comm& dp, const Tensor& full, Tensor& shard) const {
+    std::vector<CommHandle> inflight;
+    for (const ShardPiece& p : pieces_) {
+        if (layout_.units[p.unit].numel == 0) continue;
+        Tensor out = piece_of(shard, p.unit);  // (this rank's part of the unit)
+        inflight.push_back(dp.reduce_scatter_async(unit_of(full, p.unit), out));
+    }
+    for (CommHandle& h : inflight) h.wait();
+}
+
 void UnitShards::init(uint64_t seed, Tensor& shard) const {
     for (const ShardPiece& p : pieces_) {
         const ParamUnit& unit = layout_.units[p.unit];

@@ -51,6 +51,8 @@ class UnitShards {
     void copy_from_full(const Tensor& full, Tensor& shard) const;
     // full <- every rank's pieces, one all-gather per unit (started together, then waited on)
     void all_gather(Comm& dp, const Tensor& shard, Tensor& full) const;
+    // shard <- this rank's pieces of `full` summed over dp: each unit reduce-scattered at once (ZeRO-1)
+    void reduce_scatter(Comm& dp, const Tensor& full, Tensor& shard) const;
     // shard <- the initial weights of this rank's pieces, exactly the slices init_params would write
     // into the whole buffer; one unit at a time, so no rank ever holds every weight
     void init(uint64_t seed, Tensor& shard) const;
