@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/optim.hpp"
+#include "train_loop.hpp"  // adamw_config
 #include "training_step.hpp"
 
 namespace penta {
@@ -45,7 +46,7 @@ void dump_reference(Model& model, const Dataset& data, const TrainConfig& cfg, c
     write_bin(dir + "/grads.bin", model.grads().to_host());
 
     // a constant learning rate keeps the comparison about the optimizer, not the schedule
-    AdamWConfig acfg{cfg.lr, cfg.beta1, cfg.beta2, 1e-8f, cfg.weight_decay};
+    const AdamWConfig acfg = adamw_config(cfg);
     nlohmann::json tensors = nlohmann::json::array();
     for (const ParamTensor& t : model.tensors())
         tensors.push_back({{"name", t.name}, {"offset", t.offset}, {"shape", t.shape}, {"decay", t.decay}});

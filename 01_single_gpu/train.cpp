@@ -47,11 +47,7 @@ int train(int argc, char** argv) {
     AdamW optim(model.params(), model.grads(), optimizer_ranges(model), adamw_config(cfg));
     SingleDeviceHooks hooks(optim);
     PeakFlops peak = device_peak_flops(device, DType::f32);
-    TrainLoop loop{model, hooks, *data, cfg, BatchPlan{}, StepLogConfig{}, {}, {}};
-    loop.plan.seq = cfg.seq;
-    loop.plan.micro_batch = cfg.micro_batch;
-    loop.plan.grad_accum = cfg.grad_accum;
-    loop.plan.global_batch = cfg.micro_batch * cfg.grad_accum;
+    TrainLoop loop{model, hooks, *data, cfg, batch_plan(cfg), StepLogConfig{}, {}, {}};
     configure_log(loop, mc, device, 1);
 
     std::vector<int32_t> sample(cfg.seq), sample_targets(cfg.seq);

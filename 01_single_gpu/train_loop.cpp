@@ -41,6 +41,15 @@ AdamWConfig adamw_config(const TrainConfig& cfg) {
     return AdamWConfig{cfg.lr, cfg.beta1, cfg.beta2, 1e-8f, cfg.weight_decay};
 }
 
+BatchPlan batch_plan(const TrainConfig& cfg) {
+    BatchPlan p;
+    p.seq = cfg.seq;
+    p.micro_batch = cfg.micro_batch;
+    p.grad_accum = cfg.grad_accum;
+    p.global_batch = cfg.micro_batch * cfg.grad_accum;
+    return p;
+}
+
 void configure_log(TrainLoop& loop, const LlamaConfig& mc, Device device, int num_devices) {
     // lm_head's FLOPs count even when tied; the embedding lookup is not a matmul
     const int64_t matmul_params = mc.n_params() - (mc.tied_embeddings ? 0 : mc.vocab * mc.hidden);
@@ -96,14 +105,15 @@ StepResult run_training(TrainLoop& L) {
         rec.lr = lr;
         rec.tokens = L.plan.global_batch * cfg.seq;
         rec.seconds = timer.seconds();
-        bool last = s + 1 == cfg.steps;
-        if (cfg.eval_every > 0 && ((s + 1) % cfg.eval_every == 0 || last)) {
+        const bool last = s + 1 == cfg.steps;
+        const bool eval_now = cfg.eval_every > 0 && ((s + 1) % cfg.eval_every == 0 || last);
+        if (eval_now) {
             Eval e = evaluate(L.model, L.data, cfg, L.full_logits);
             rec.task_accuracy = e.accuracy;
             rec.extra.push_back({"val loss", e.loss});
         }
         if (L.on_step) L.on_step(rec, r);
-        log.log(rec, (s + 1) % cfg.log_every == 0 || s == 0 || last || rec.task_accuracy >= 0);
+        log.log(rec, (s + 1) % cfg.log_every == 0 || s == 0 || last || eval_now);
     }
     return r;
 }

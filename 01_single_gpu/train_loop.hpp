@@ -20,6 +20,7 @@ LlamaConfig resolve_model(const std::string& flag_value);  // a preset name or a
 LlamaConfig resolve_model(const TrainConfig& cfg);
 ModelOptions model_options(const TrainConfig& cfg);  // --recompute, --attention (no parallelism)
 AdamWConfig adamw_config(const TrainConfig& cfg);    // --lr, --beta1, --beta2, --weight-decay
+BatchPlan batch_plan(const TrainConfig& cfg);        // --seq, --micro-batch, --grad-accum on one rank
 
 // Held-out evaluation on sample ids far beyond any training step's, so never trained on.
 struct Eval {

@@ -8,7 +8,8 @@
 
 #include <limits>
 
-#include "../common/metrics.hpp"  // Timer
+#include "../01_single_gpu/train_loop.hpp"  // batch_plan
+#include "../common/metrics.hpp"        // Timer
 
 namespace penta {
 
@@ -29,11 +30,8 @@ void check_data_parallel_only(const TrainConfig& cfg, int world_size, const char
 }
 
 BatchPlan data_parallel_plan(const TrainConfig& cfg, Comm& dp) {
-    BatchPlan p;
-    p.seq = cfg.seq;
-    p.micro_batch = cfg.micro_batch;
-    p.grad_accum = cfg.grad_accum;
-    p.global_batch = dp.size() * cfg.micro_batch * cfg.grad_accum;
+    BatchPlan p = batch_plan(cfg);  // this rank's share, as on one device
+    p.global_batch *= dp.size();
     p.first_row = dp.rank() * cfg.micro_batch * cfg.grad_accum;
     p.reduce_sum = [&dp](double x) { return dp.all_reduce_scalar(x); };
     return p;

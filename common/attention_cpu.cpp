@@ -153,8 +153,7 @@ void attention_forward_naive(const Tensor& q, const Tensor& k, const Tensor& v, 
                 L[i] = n > 0 ? mx + std::log(sum) : kNegInf;
                 // P = exp(s - lse): the same arithmetic the backward uses to rebuild P, so recomputing
                 // the probabilities (selective recomputation) gives bit-identical gradients
-                probs_from_lse(p, d.Tk, n, L[i]);
-                for (int64_t c = n; c < d.Tk; c++) p[c] = 0.0f;
+                probs_from_lse(p, d.Tk, n, L[i]);  // also zeroes the masked columns
             }
             // rows that saw no key are all-zero in P, hence out = 0 there
             gemm(false, false, d.Tq, d.hd, d.Tk, 1.0f, P, ldp, v.ptr<float>() + ko, d.ldk, 0.0f,

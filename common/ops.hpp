@@ -14,6 +14,7 @@
 // - shapes are checked, and a mismatch names the op and the shapes.
 // Gradient checks of every op: tests/test_ops.cpp, tests/test_attention.cpp (`make test CH=00`).
 #pragma once
+#include <cmath>
 #include "tensor.hpp"
 
 namespace penta {
@@ -91,6 +92,15 @@ double cross_entropy_forward_backward(const Tensor& logits, const Tensor& target
 struct AdamWConfig {
     float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
 };
+// The step's scalars, computed once on the host in double, by the CPU and the CUDA update alike (so both
+// round them the same): decay = 1 - lr·wd, step_size = lr / (1 - beta1^step), bc2_sqrt = sqrt(1 - beta2^step)
+struct AdamWScalars {
+    float decay, step_size, bc2_sqrt;
+};
+inline AdamWScalars adamw_scalars(const AdamWConfig& cfg, int step) {
+    return {1.0f - cfg.lr * cfg.weight_decay, (float)(cfg.lr / (1.0 - std::pow((double)cfg.beta1, step))),
+            (float)std::sqrt(1.0 - std::pow((double)cfg.beta2, step))};
+}
 // PyTorch AdamW: p -= lr*wd*p; m,v updated with g = grad*grad_scale; p -= lr * mhat / (sqrt(vhat) + eps).
 // step counts from 1. All four tensors have the same numel.
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWConfig& cfg, int step,

@@ -266,9 +266,7 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
     const float* g = grad.ptr<float>();
     float* mp = m.ptr<float>();
     float* vp = v.ptr<float>();
-    const float decay = 1.0f - cfg.lr * cfg.weight_decay;
-    const float step_size = (float)(cfg.lr / (1.0 - std::pow((double)cfg.beta1, step)));
-    const float bc2_sqrt = (float)std::sqrt(1.0 - std::pow((double)cfg.beta2, step));
+    const auto [decay, step_size, bc2_sqrt] = adamw_scalars(cfg, step);
     const float b1 = cfg.beta1, b2 = cfg.beta2, eps = cfg.eps;
     const int64_t n = param.numel();
     int64_t i = 0;

@@ -74,12 +74,9 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
                 float grad_scale) {
     const int64_t n = param.numel();
     if (n == 0) return;
-    // bias corrections 1 - beta^step, computed once in double on the host
-    const float decay = 1.0f - cfg.lr * cfg.weight_decay;
-    const float step_size = (float)(cfg.lr / (1.0 - std::pow((double)cfg.beta1, step)));
-    const float bias2_sqrt = (float)std::sqrt(1.0 - std::pow((double)cfg.beta2, step));
+    const AdamWScalars k = adamw_scalars(cfg, step);  // bias corrections 1 - beta^step, once on the host
     adamw_kernel<<<grid_for(n), kThreads>>>(param.ptr<float>(), grad.ptr<float>(), m.ptr<float>(), v.ptr<float>(),
-                                            n, cfg, decay, step_size, bias2_sqrt, grad_scale);
+                                            n, cfg, k.decay, k.step_size, k.bc2_sqrt, grad_scale);
     KERNEL_CHECK();
 }
 
