@@ -21,6 +21,8 @@
 #include <functional>
 #include <string>
 
+#include "../common/data.hpp"          // kIgnoreTarget
+#include "../common/model_config.hpp"  // preset
 #include "../common/ops.hpp"
 #include "../common/runtime.hpp"
 
@@ -111,7 +113,8 @@ static void bench_attention(Device dev, int reps) {
 // One call of each non-GEMM op at the shapes of a chapter-01 step of `small` (N = 16 x 32 tokens); the
 // last column multiplies by the calls per step (4 layers; the optimizer ops run once over all parameters).
 static void bench_step_ops(Device dev, int reps) {
-    const int64_t N = 512, h = 256, f = 704, V = 256, B = 16, T = 32, nh = 8, nkv = 4, hd = 32, P = 3016960;
+    const int64_t N = 512, h = 256, f = 704, V = 256, B = 16, T = 32, nh = 8, nkv = 4, hd = 32;
+    const int64_t P = preset("small").n_params();
     std::printf("\nThe other ops of one step of `small` (N = %ld tokens), best of %d, milliseconds\n", (long)N, reps);
     std::printf("%-34s %10s %8s %12s\n", "op", "one call", "calls", "per step");
     auto row = [&](const char* name, int calls, const std::function<void()>& fn) {
@@ -139,7 +142,7 @@ static void bench_step_ops(Device dev, int reps) {
     for (int64_t n = 0; n < N; n++) tg[n] = (int32_t)(n % V);
     Tensor targets = Tensor::from_host_i32(tg, {N}, dev);
     row("cross-entropy fwd + bwd (N, V)", 1,
-        [&] { cross_entropy_forward_backward(logits, targets, dlogits, 1.0f, -1, no_losses); });
+        [&] { cross_entropy_forward_backward(logits, targets, dlogits, 1.0f, kIgnoreTarget, no_losses); });
     Tensor p = rnd({P}, 8, dev), grad = rnd({P}, 9, dev);
     Tensor m = Tensor::zeros({P}, DType::f32, dev, Tag::workspace), v = Tensor::zeros({P}, DType::f32, dev, Tag::workspace);
     int step = 1;

@@ -26,7 +26,7 @@ summ=${py:-python3}
 rounds="1 2 3 4 5"
 for round in $rounds; do
     "$bin/01_single_gpu" --model small --steps 35 --warmup 5 --log-every 1000 --eval-every 0 \
-        --log-jsonl "$tmp/ours$round.jsonl" >"$tmp/ours.log"
+        --log-jsonl "$tmp/ours$round.jsonl" >/dev/null
     "$summ" - "$tmp/ours$round.jsonl" <<'PY' | tee "$tmp/ours$round.txt"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])][5:]   # skip 5 warm-up steps

@@ -114,7 +114,8 @@ TEST_CASE("addition samples are correct arithmetic and only answers are targets"
 }
 
 TEST_CASE("addition accuracy counts a problem only when its whole answer is right") {
-    // (free-form widths: the accuracy helper only relies on targets) the last answer is cut off by the row end, so it is not counted
+    // "12+5=71;3+4=7;9+9=8" (any widths: the helper reads only the targets): the last answer is cut off by
+    // the row end, so it is not counted
     std::string s = "12+5=71;3+4=7;9+9=8";
     const int64_t T = (int64_t)s.size() - 1;
     std::vector<int32_t> tgt(T), pred(T);

@@ -92,6 +92,16 @@ class Llama(torch.nn.Module):
         return (x @ head.T).reshape(B * T, -1)
 
 
+def make_adamw(model, tensors, a):
+    """torch's AdamW with our settings `a` (meta.json's "adamw"); norm weights without weight decay, as ours."""
+    decays = {t["name"]: t["decay"] for t in tensors}
+    decay = [model.p[k] for n, k in model.names if decays[n]]
+    no_decay = [model.p[k] for n, k in model.names if not decays[n]]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": a["weight_decay"]},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=a["lr"], betas=(a["beta1"], a["beta2"]), eps=a["eps"])
+
+
 def close(name, ours, ref, rtol, atol):
     ours, ref = ours.reshape(-1), ref.reshape(-1)
     err = (ours - ref).abs() - (atol + rtol * ref.abs())
@@ -139,11 +149,7 @@ def main():
 
     # 2. five AdamW steps on the same batch (norm weights without weight decay), global grad-norm clipping
     a = meta["adamw"]
-    decay = [model.p[k] for n, k in model.names if next(t for t in tensors if t["name"] == n)["decay"]]
-    no_decay = [model.p[k] for n, k in model.names if not next(t for t in tensors if t["name"] == n)["decay"]]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a["weight_decay"]},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=a["lr"], betas=(a["beta1"], a["beta2"]), eps=a["eps"])
+    opt = make_adamw(model, tensors, a)
     model.zero_grad()
     losses = []
     for step in range(meta["steps"]):

@@ -2,7 +2,8 @@
 """torch_train_bench.py — PyTorch's training throughput on the same model and cores, for `make bench`.
 
 Trains tools/torch_reference.py's Llama (the same architecture as ours, same weights) in float32 with
-AdamW on batches of the dumped shape, and prints tokens/s over the timed steps. Threads: the same number
+AdamW as our run sets it (make_adamw: --lr, betas, eps, weight decay off for norm weights, clipping) on
+batches of the dumped shape, and prints tokens/s over the timed steps. Threads: the same number
 our run uses (one by default, as one rank per core).
 
   build/bin/01_single_gpu --model small --dump-reference /tmp/ref
@@ -17,7 +18,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_reference import Llama, load  # noqa: E402
+from torch_reference import Llama, load, make_adamw  # noqa: E402
 
 
 def main():
@@ -33,14 +34,15 @@ def main():
     model = Llama(meta["config"], meta["tensors"], load(os.path.join(a.dump, "params0.bin"), "<f4"))
     tokens = load(os.path.join(a.dump, "tokens.bin"), "<i4", (B, T))
     targets = load(os.path.join(a.dump, "targets.bin"), "<i4", (B * T,))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
+    adamw = meta["adamw"]  # our run's settings, so both train the same way
+    opt = make_adamw(model, meta["tensors"], adamw)
     for step in range(a.warmup + a.steps):
         if step == a.warmup:
             t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = torch.nn.functional.cross_entropy(model(tokens), targets, ignore_index=-1)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), adamw["grad_clip"])
         opt.step()
     dt = time.perf_counter() - t0
     print(f"pytorch {torch.__version__}, {a.threads} thread(s): {a.steps} steps of {B}x{T} tokens in {dt:.2f} s "
