@@ -53,7 +53,7 @@ class ParallelGrid {
     Comm& dp_cp() { return *dp_cp_; }// same pp, tp: dense gradients are reduced over dp AND cp
     Comm& ep() { return *ep_; }      // expert-parallel group (all-to-all)
     Comm& edp() { return *edp_; }    // replicas of the same experts: expert gradient reduction
-    std::string describe() const;    // "rank 5 = (pp 0, dp 1, cp 0, tp 1)"
+    std::string describe() const;    // "rank 5 = (pp 0, dp 1, cp 0, tp 1; ep 1, edp 0) of <shape>"
 
    private:
     GridShape shape_;
