@@ -27,6 +27,31 @@ bool parse_tensor_parallel_flags(int argc, char** argv, const char* program, con
     return true;
 }
 
+void TensorParallelOptimizer::wrap(std::unique_ptr<StepHooks> h) {
+    outer_hooks = std::move(h);
+    hooks = outer_hooks.get();
+}
+
+TensorParallelOptimizer make_tp_optimizer(Model& model, Comm& dp, Comm& tp, bool zero1, const AdamWConfig& ac) {
+    TensorParallelOptimizer o;
+    if (zero1) {
+        auto z = std::make_unique<ZeroHooks>(model, dp, ZeroStage::zero1, ac);
+        o.optim = &z->optimizer();  // its grad norm gets the tp sum below
+        for (int u = 0; u < z->shards().units(); u++) o.pieces.push_back(z->shards().piece(u));
+        o.dp_hooks = std::move(z);
+    } else {
+        o.own_optim = std::make_unique<AdamW>(model.params(), model.grads(), optimizer_ranges(model), ac);
+        o.optim = o.own_optim.get();
+        if (dp.size() > 1)
+            o.dp_hooks = std::make_unique<DataParallelHooks>(model, *o.own_optim, dp);
+        else
+            o.dp_hooks = std::make_unique<SingleDeviceHooks>(*o.own_optim);
+    }
+    tensor_parallel_grad_norm(*o.optim, model.layout(), tp, o.pieces);
+    o.hooks = o.dp_hooks.get();
+    return o;
+}
+
 TensorParallelTraining::TensorParallelTraining(const TrainConfig& c, bool zero1) : cfg(c) {
     CHECK(cfg.pp == 1 && cfg.cp == 1 && cfg.ep == 1,
           "--pp %ld --cp %ld --ep %ld: pipeline, context and expert parallelism are chapters 06-08; this program "
@@ -47,23 +72,8 @@ TensorParallelTraining::TensorParallelTraining(const TrainConfig& c, bool zero1)
     model->set_loss(loss_.get());
     set_boundary(std::make_unique<TensorParallel>(grid->tp()));
 
-    // over dp: chapter 02's all-reduce, or chapter 03's ZeRO-1 — they see a flat buffer, sharded or not
-    const AdamWConfig ac = adamw_config(cfg);
-    if (zero1) {
-        auto z = std::make_unique<ZeroHooks>(*model, grid->dp(), ZeroStage::zero1, ac);
-        optim_ = &z->optimizer();  // its grad norm gets the tp sum below
-        for (int u = 0; u < z->shards().units(); u++) pieces_.push_back(z->shards().piece(u));
-        dp_hooks_ = std::move(z);
-    } else {
-        own_optim_ = std::make_unique<AdamW>(model->params(), model->grads(), optimizer_ranges(*model), ac);
-        optim_ = own_optim_.get();
-        if (cfg.dp > 1)
-            dp_hooks_ = std::make_unique<DataParallelHooks>(*model, *own_optim_, grid->dp());
-        else
-            dp_hooks_ = std::make_unique<SingleDeviceHooks>(*own_optim_);
-    }
-    tensor_parallel_grad_norm(*optim_, model->layout(), grid->tp(), pieces_);
-    hooks_ = dp_hooks_.get();
+    // over dp: chapter 02's all-reduce, or chapter 03's ZeRO-1 (the same setup the tests train with)
+    opt_ = make_tp_optimizer(*model, grid->dp(), grid->tp(), zero1, adamw_config(cfg));
 }
 
 TensorParallelTraining::~TensorParallelTraining() = default;
@@ -73,11 +83,6 @@ void TensorParallelTraining::set_boundary(std::unique_ptr<TensorParallel> b) {
     meter_ = std::make_unique<LayerTraffic>(*model, *b);
     model->set_param_provider(meter_.get());
     boundary_ = std::move(b);
-}
-
-void TensorParallelTraining::set_hooks(std::unique_ptr<StepHooks> h) {
-    outer_hooks_ = std::move(h);
-    hooks_ = outer_hooks_.get();
 }
 
 std::vector<LayerTraffic::Bytes> TensorParallelTraining::measure_micro_batch(
@@ -114,7 +119,7 @@ void TensorParallelTraining::print_header(const char* program) const {
                 "attention %s; optimizer %s\n",
                 (long)cfg.micro_batch, (long)cfg.grad_accum, (long)cfg.dp,
                 (long)(cfg.micro_batch * cfg.grad_accum * cfg.dp), (long)cfg.seq, cfg.recompute.c_str(),
-                cfg.attention.c_str(), pieces_.empty() ? "AdamW" : "AdamW, ZeRO-1 over dp");
+                cfg.attention.c_str(), opt_.pieces.empty() ? "AdamW" : "AdamW, ZeRO-1 over dp");
     print_task_baseline(cfg, mc);
 }
 
@@ -136,7 +141,7 @@ void TensorParallelTraining::print_traffic(const std::vector<LayerTraffic::Bytes
 }
 
 StepResult TensorParallelTraining::run() {
-    TrainLoop loop{*model, *hooks_, *data, cfg, data_parallel_plan(cfg, grid->dp()), StepLogConfig{}, {}, {}};
+    TrainLoop loop{*model, *opt_.hooks, *data, cfg, data_parallel_plan(cfg, grid->dp()), StepLogConfig{}, {}, {}};
     loop.full_logits = [this](const Tensor& local) { return gather_vocab_logits(grid->tp(), local, mc.vocab); };
     configure_log(loop, mc, device, grid->world().size());
     double tp_bytes = grid->tp().counters().total_bytes();

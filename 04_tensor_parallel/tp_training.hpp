@@ -26,11 +26,31 @@ namespace penta {
 bool parse_tensor_parallel_flags(int argc, char** argv, const char* program, const char* summary, TrainConfig& cfg,
                                  bool& zero1);
 
+// The optimizer side of a dp × tp run, built one way for the programs (TensorParallelTraining) and the
+// tests (tests/tp_testing.cpp, so they train with the programs' own setup): over dp, chapter 02's all-reduce
+// or chapter 03's ZeRO-1 — both see a flat buffer, sharded by tp or not — and the grad norm summed over tp.
+// Chapter 05 wraps the hooks for sequence parallelism (wrap). Movable; the pointers stay valid.
+struct TensorParallelOptimizer {
+    std::unique_ptr<AdamW> own_optim;  // without ZeRO
+    AdamW* optim = nullptr;            // own_optim, or ZeRO-1's (over this rank's shard)
+    std::vector<ShardPiece> pieces;    // ZeRO-1's shard of the flat buffer; empty: the whole buffer
+    std::unique_ptr<StepHooks> dp_hooks, outer_hooks;
+    StepHooks* hooks = nullptr;  // what the step runs: dp_hooks, or outer_hooks once wrap installed one
+
+    // installs h (which usually wraps *hooks) as the hooks the step runs
+    void wrap(std::unique_ptr<StepHooks> h);
+};
+
+// AdamW (ac) over the model's whole flat buffer with chapter 02's DataParallelHooks over dp (the single-
+// device hooks when dp has one rank), or, with zero1, chapter 03's ZeRO-1 over dp (the model built with
+// zero_model_options(ZeroStage::zero1, ...)); then the optimizer's grad norm gets the sum over tp.
+TensorParallelOptimizer make_tp_optimizer(Model& model, Comm& dp, Comm& tp, bool zero1, const AdamWConfig& ac);
+
 class TensorParallelTraining {
    public:
     // Checks the layout before any work (validate_grid: --dp × --tp = ranks, --tp divides the heads),
-    // then builds this rank's model shard, the vocab-parallel loss, the optimizer (AdamW over the whole
-    // shard with chapter 02's DP hooks, or chapter 03's ZeRO-1 over the dp group) and the TP grad norm.
+    // then builds this rank's model shard, the vocab-parallel loss and make_tp_optimizer's optimizer (AdamW
+    // over the whole shard with chapter 02's DP hooks, or chapter 03's ZeRO-1 over the dp group; TP grad norm).
     // The boundary is f/g (TensorParallel) until set_boundary swaps it.
     TensorParallelTraining(const TrainConfig& cfg, bool zero1);
     ~TensorParallelTraining();
@@ -38,10 +58,10 @@ class TensorParallelTraining {
     // installs b (TensorParallel, or chapter 05's SequenceParallel) and the per-layer byte meter over it
     void set_boundary(std::unique_ptr<TensorParallel> b);
     // the hooks the step runs: chapter 05 wraps hooks() in its own and installs that
-    StepHooks& hooks() { return *hooks_; }
-    void set_hooks(std::unique_ptr<StepHooks> h);
-    AdamW& optimizer() { return *optim_; }
-    const std::vector<ShardPiece>& pieces() const { return pieces_; }  // ZeRO-1's shard; empty: whole buffer
+    StepHooks& hooks() { return *opt_.hooks; }
+    void set_hooks(std::unique_ptr<StepHooks> h) { opt_.wrap(std::move(h)); }
+    AdamW& optimizer() { return *opt_.optim; }
+    const std::vector<ShardPiece>& pieces() const { return opt_.pieces; }  // ZeRO-1's shard; empty: whole buffer
 
     // One forward + backward of step 0's first micro-batch, outside training (gradients zeroed after):
     // the boundary's bytes per layer, and inspect(acts) between the two for what the forward kept.
@@ -67,11 +87,7 @@ class TensorParallelTraining {
     std::unique_ptr<VocabParallelCrossEntropy> loss_;
     std::unique_ptr<TensorParallel> boundary_;
     std::unique_ptr<LayerTraffic> meter_;
-    std::unique_ptr<AdamW> own_optim_;  // without ZeRO
-    AdamW* optim_ = nullptr;            // own_optim_ or ZeRO-1's
-    std::vector<ShardPiece> pieces_;
-    std::unique_ptr<StepHooks> dp_hooks_, outer_hooks_;
-    StepHooks* hooks_ = nullptr;
+    TensorParallelOptimizer opt_;  // last: its hooks refer to the model and the groups
 };
 
 }  // namespace penta

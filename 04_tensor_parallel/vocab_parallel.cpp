@@ -49,6 +49,16 @@ double VocabParallelCrossEntropy::forward_backward(const Tensor& logits, const T
         for (int64_t v = 0; v < real_; v++) m[n] = std::max(m[n], z[n * Vl + v]);
     all_reduce_host(tp_, m, ReduceOp::max, dev);
 
+    // the gradient rows on the host; they first hold exp(z - m), which step 3 scales into the softmax, so each
+    // exponential is computed once. dlogits may alias logits (the model passes the same tensor).
+    Tensor dz_host;
+    float* dz = nullptr;
+    if (dlogits.defined()) {
+        dz_host = dev == Device::cpu ? dlogits : Tensor::empty(logits.shape, DType::f32, Device::cpu, Tag::workspace);
+        dz = dz_host.ptr<float>();
+    }
+    std::vector<float> scratch(dz ? 0 : Vl);  // the exp row when no gradient is wanted (evaluation)
+
     // 2. S and z_y in one all-reduce of (2, N): [0, N) sum of exp, [N, 2N) the target's logit
     std::vector<float> stats(2 * N, 0.0f);
     for (int64_t n = 0; n < N; n++) {
@@ -56,21 +66,19 @@ double VocabParallelCrossEntropy::forward_backward(const Tensor& logits, const T
         if (t == -1) continue;
         CHECK(t >= 0 && t < vocab_, "vocab-parallel cross-entropy: target %d of row %lld is outside [0, %lld)", t,
               (long long)n, (long long)vocab_);
-        double s = 0;
-        for (int64_t v = 0; v < real_; v++) s += std::exp(z[n * Vl + v] - m[n]);
-        stats[n] = (float)s;
         if (t >= start_ && t < start_ + real_) stats[N + n] = z[n * Vl + (t - start_)];  // the owner's part
+        float* e = dz ? dz + n * Vl : scratch.data();  // written after z_y is read: it may be z's own row
+        double s = 0;
+        for (int64_t v = 0; v < real_; v++) {
+            e[v] = std::exp(z[n * Vl + v] - m[n]);
+            s += e[v];
+        }
+        stats[n] = (float)s;
     }
     all_reduce_host(tp_, stats, ReduceOp::sum, dev);
 
     // 3. loss and, on this shard, (softmax - onehot) * grad_scale; padding columns and ignored rows get 0
     double total = 0;
-    Tensor dz_host;
-    float* dz = nullptr;
-    if (dlogits.defined()) {
-        dz_host = dev == Device::cpu ? dlogits : Tensor::empty(logits.shape, DType::f32, Device::cpu, Tag::workspace);
-        dz = dz_host.ptr<float>();
-    }
     for (int64_t n = 0; n < N; n++) {
         const int32_t t = tg[n];
         float* dr = dz ? dz + n * Vl : nullptr;
@@ -82,8 +90,8 @@ double VocabParallelCrossEntropy::forward_backward(const Tensor& logits, const T
         total += std::log(S) + m[n] - stats[N + n];
         if (!dr) continue;
         const float k = (float)(grad_scale / S);
-        for (int64_t v = 0; v < real_; v++) dr[v] = std::exp(z[n * Vl + v] - m[n]) * k;  // reads z before dr
-        std::fill(dr + real_, dr + Vl, 0.0f);                                              // overwrites it
+        for (int64_t v = 0; v < real_; v++) dr[v] *= k;  // exp(z - m) from step 2
+        std::fill(dr + real_, dr + Vl, 0.0f);
         if (t >= start_ && t < start_ + real_) dr[t - start_] -= grad_scale;
     }
     if (dz && dev != Device::cpu) copy(dlogits, dz_host);

@@ -5,8 +5,9 @@
 #
 # Model `small` (3.0M params, 8 heads, 4 kv heads, so tp 4 divides them), 16 sequences x 32 tokens per
 # step (chapter 01's batch), one BLAS thread per rank. tp 1 is chapter 04's program on one rank: f and g
-# are then identities, the vocab-parallel loss has nothing to reduce. Figures are medians over steps
-# 2.. of REPEATS runs (rank 0's step times). "tp MiB" is what each rank's tp group sent per step.
+# are then identities, the vocab-parallel loss has nothing to reduce. Each configuration runs REPEATS
+# times, interleaved; figures are medians over steps 2.. of all repeats (rank 0's step times). "tp MiB"
+# is what each rank's tp group sent per step.
 #   BIN=build/bin bash scripts/bench_04_tensor_parallel.sh          (make bench runs it)
 set -euo pipefail
 bin=${BIN:-build/bin}
@@ -29,12 +30,13 @@ echo "chapter 04: tensor parallelism, model small, 16 sequences x 32 tokens per 
 echo "this machine has $cores CPU core(s): with more ranks than cores the ranks share cores (--oversubscribe),"
 echo "so tp > $cores measures the cost of splitting and communicating, not a speed-up; load average at start:"
 echo "$(cut -d' ' -f1-3 /proc/loadavg) (other processes on these cores make every figure slower and noisier)"
-for tp in 1 2 4; do
-    for sp in 0 1; do
-        [ "$tp" = 1 ] && [ "$sp" = 1 ] && continue
-        prog=04_tensor_parallel
-        [ "$sp" = 1 ] && prog=05_sequence_parallel
-        for r in $(seq "$repeats"); do
+# repeats outermost: a machine busy for a while slows every configuration alike, not one row
+for r in $(seq "$repeats"); do
+    for tp in 1 2 4; do
+        for sp in 0 1; do
+            [ "$tp" = 1 ] && [ "$sp" = 1 ] && continue
+            prog=04_tensor_parallel
+            [ "$sp" = 1 ] && prog=05_sequence_parallel
             $mpirun_cmd -np "$tp" "$bin/$prog" --tp "$tp" --sp="$sp" --model small --micro-batch 16 --seq 32 \
                 --steps "$steps" --warmup 1 --eval-every 0 --log-every 1000 --log-jsonl "$tmp/tp$tp-sp$sp-$r.jsonl" \
                 >/dev/null

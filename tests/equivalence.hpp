@@ -1,5 +1,5 @@
 // equivalence.hpp — the two halves of the equivalence test of DESIGN §7 that the data-, ZeRO-, tensor- and
-// sequence-parallel tests share (tests/test_dp.cpp, test_zero.cpp, test_tp.cpp, test_sp.cpp): the
+// sequence-parallel tests share (tests/test_dp.cpp, test_zero.cpp, tp_testing.cpp for test_tp.cpp and test_sp.cpp): the
 // single-rank reference run of a global batch, and the comparison of final weights tensor by tensor.
 // Kept apart from testing.hpp, which stays free of the model and the training step.
 // Run the tests that use it: `make test CH=02` (and CH=03, 04, 05).
@@ -35,8 +35,8 @@ Trained train_reference(Model& model, const AdamWConfig& adamw, const Dataset& d
 double check_close_per_tensor(const LlamaConfig& cfg, const std::vector<float>& got, const std::vector<float>& ref,
                               double rtol, double atol, const std::string& what);
 
-// The whole comparison of a parallel run with the reference: per step the loss and the grad norm to rtol
-// relative, then the final weights per tensor (check_close_per_tensor, rtol and atol both rtol).
+// The whole comparison of a parallel run with the reference: per step the loss and the grad norm within
+// rtol·|reference|, then the final weights per tensor (check_close_per_tensor, rtol and atol both rtol).
 void check_same_training(const Trained& got, const Trained& ref, const LlamaConfig& cfg, double rtol,
                          const std::string& what);
 

@@ -9,7 +9,7 @@
 #include "../04_tensor_parallel/vocab_parallel.hpp"
 #include "../common/formulas.hpp"
 #include "../common/grid.hpp"
-#include "test_tp.hpp"
+#include "tp_testing.hpp"
 
 using namespace penta;
 using namespace penta::testing;

@@ -1,8 +1,9 @@
-// test_tp.hpp — what the tensor- and sequence-parallel tests share (tests/test_tp.cpp, tests/test_sp.cpp):
-// small models whose heads every tp divides, a random-token dataset, a runner that trains N steps in any
-// dp × tp (× sp, ZeRO-1) layout and returns the losses, grad norms, gathered weights and per-layer
-// traffic, and the check of such a run against the single-rank run of the same steps (DESIGN §7).
-// Run: `make test CH=04`, `make test CH=05`.
+// tp_testing.hpp — what the tensor- and sequence-parallel tests share (tests/test_tp.cpp, tests/test_sp.cpp;
+// implemented in tests/tp_testing.cpp): small models whose heads every tp divides, a random-token dataset,
+// a runner that trains N steps in any dp × tp (× sp, ZeRO-1) layout with the programs' own optimizer setup
+// and returns the losses, grad norms, gathered weights and per-layer traffic, and the check of such a run
+// against the single-rank run of the same steps (DESIGN §7).
+// Playbook: "Tensor parallelism", "Sequence parallelism". Run: `make test CH=04`, `make test CH=05`.
 #pragma once
 #include <string>
 #include <vector>
@@ -43,7 +44,8 @@ struct Run : penta::testing::Trained {
     int64_t norm_region_bytes = 0;             // that micro-batch's norm_region_activation_bytes
 };
 
-// steps of AdamW (clipping active) on RandomTokens, on a grid of dp × tp ranks (the whole world)
+// steps of AdamW (clipping active) on RandomTokens, on a grid of dp × tp ranks (the whole world), with
+// make_tp_optimizer's optimizer and hooks (tp_training.hpp), wrapped in SequenceParallelHooks for SP
 Run run_layout(const LlamaConfig& cfg, const Layout& layout, int steps);
 
 // run_layout against the single-rank run of the same global batch (one micro-batch of dp·mb·ga sequences):
