@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/optim.hpp"
-#include "train_loop.hpp"  // adamw_config
-#include "training_step.hpp"
+#include "../common/train_loop.hpp"  // adamw_config
+#include "../common/training_step.hpp"
 
 namespace penta {
 

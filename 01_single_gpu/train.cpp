@@ -16,8 +16,8 @@
 
 #include "../common/formulas.hpp"
 #include "../common/runtime.hpp"
+#include "../common/train_loop.hpp"
 #include "reference_dump.hpp"
-#include "train_loop.hpp"
 
 using namespace penta;
 
@@ -44,10 +44,11 @@ int train(int argc, char** argv) {
         return 0;
     }
 
-    AdamW optim(model.params(), model.grads(), optimizer_ranges(model), adamw_config(cfg));
-    SingleDeviceHooks hooks(optim);
-    PeakFlops peak = device_peak_flops(device, DType::f32);
-    TrainLoop loop{model, hooks, *data, cfg, batch_plan(cfg), StepLogConfig{}, {}, {}};
+    // one device: AdamW over the whole model, no hooks, the Sequential schedule (gradient accumulation)
+    std::unique_ptr<AdamW> optim = make_adamw(model, adamw_config(cfg));
+    Trainer trainer{model, *optim};
+    PeakFlops peak = device_peak_flops(device, model.precision().act);
+    TrainLoop loop{trainer, *data, cfg, batch_plan(cfg), StepLogConfig{}, {}, {}};
     configure_log(loop, mc, device, 1);
 
     std::vector<int32_t> sample(cfg.seq), sample_targets(cfg.seq);

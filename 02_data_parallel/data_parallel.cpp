@@ -8,8 +8,8 @@
 
 #include <limits>
 
-#include "../01_single_gpu/train_loop.hpp"  // batch_plan
-#include "../common/metrics.hpp"        // Timer
+#include "../common/metrics.hpp"     // Timer
+#include "../common/train_loop.hpp"  // batch_plan
 
 namespace penta {
 
@@ -33,7 +33,7 @@ BatchPlan data_parallel_plan(const TrainConfig& cfg, Comm& dp) {
     BatchPlan p = batch_plan(cfg);  // this rank's share, as on one device
     p.global_batch *= dp.size();
     p.first_row = dp.rank() * cfg.micro_batch * cfg.grad_accum;
-    p.reduce_sum = [&dp](double x) { return dp.all_reduce_scalar(x); };
+    p.batch_group = &dp;
     return p;
 }
 
@@ -62,8 +62,8 @@ std::vector<GradBucket> plan_buckets(const ParamLayout& layout, double bucket_mb
     return buckets;
 }
 
-DataParallelHooks::DataParallelHooks(Model& model, AdamW& optim, Comm& dp, DataParallelOptions opt)
-    : model_(model), optim_(optim), dp_(dp), opt_(opt) {
+DataParallelHooks::DataParallelHooks(Model& model, Comm& dp, DataParallelOptions opt)
+    : model_(model), dp_(dp), opt_(opt) {
     CHECK(model.grads().defined(), "data parallelism all-reduces the model's whole flat gradient buffer, and this "
                                    "model has none (ModelOptions::resident_grads is off: use ZeRO's hooks)");
     const ParamLayout& layout = model.layout();
@@ -128,8 +128,6 @@ void DataParallelHooks::finish_gradients() {
     end_micro_batch();
     stats_.bytes = (dp_.counters() - counters_at_begin_).total_bytes();
 }
-
-double DataParallelHooks::optimizer_step(float lr, float grad_clip) { return optim_.step(lr, grad_clip); }
 
 void DataParallelHooks::start(const Tensor& slice) {
     Timer timer;

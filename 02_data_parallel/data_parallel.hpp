@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "../01_single_gpu/training_step.hpp"
 #include "../common/comm.hpp"
 #include "../common/config.hpp"
+#include "../common/training_step.hpp"
 
 namespace penta {
 
@@ -40,7 +40,7 @@ struct DataParallelOptions {
 void check_data_parallel_only(const TrainConfig& cfg, int world_size, const char* chapter);
 
 // This rank's share of the global batch: rows [d·mb·ga, (d+1)·mb·ga) of dp·mb·ga sequences; the token
-// count and the loss are summed over the dp group.
+// count and the loss are summed over the dp group (its batch_group).
 BatchPlan data_parallel_plan(const TrainConfig& cfg, Comm& dp);
 
 // A run of whole units (layer-major, so one contiguous range of the flat buffer) all-reduced together.
@@ -75,11 +75,12 @@ double dp_bytes_per_step_formula(int K, double gradient_bytes);
 
 // The step hooks of data parallelism. Installs itself as the model's gradient sink (backward's
 // gradients land in the flat buffer as before; the sink hears when each unit is final) and removes
-// itself in the destructor. optimizer_step is plain AdamW over the whole buffer: after the all-reduce
-// every rank holds the same gradients, so every rank takes the same step and the replicas stay equal.
+// itself in the destructor. The optimizer is plain AdamW over the whole buffer (make_adamw): after the
+// all-reduce every rank holds the same gradients, so every rank takes the same step and the replicas
+// stay equal.
 class DataParallelHooks : public StepHooks, public GradientSink {
    public:
-    DataParallelHooks(Model& model, AdamW& optim, Comm& dp, DataParallelOptions opt = {});
+    DataParallelHooks(Model& model, Comm& dp, DataParallelOptions opt = {});
     ~DataParallelHooks() override;
     DataParallelHooks(const DataParallelHooks&) = delete;
     DataParallelHooks& operator=(const DataParallelHooks&) = delete;
@@ -88,7 +89,6 @@ class DataParallelHooks : public StepHooks, public GradientSink {
     void begin_step() override;
     void before_backward(int64_t a, bool last) override;
     void finish_gradients() override;
-    double optimizer_step(float lr, float grad_clip) override;
     // GradientSink
     Tensor grads(int unit) override;
     void layer_grads_ready(int unit) override;
@@ -103,7 +103,6 @@ class DataParallelHooks : public StepHooks, public GradientSink {
     void observe_completions();       // test() every pending handle: lets MPI progress, counts what finished
 
     Model& model_;
-    AdamW& optim_;
     Comm& dp_;
     DataParallelOptions opt_;
     std::vector<GradBucket> buckets_;

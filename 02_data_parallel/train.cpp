@@ -15,10 +15,10 @@
 #include <cmath>
 #include <cstdio>
 
-#include "../01_single_gpu/train_loop.hpp"
 #include "../common/formulas.hpp"
 #include "../common/grid.hpp"
 #include "../common/runtime.hpp"
+#include "../common/train_loop.hpp"
 #include "data_parallel.hpp"
 
 using namespace penta;
@@ -49,10 +49,11 @@ int train(int argc, char** argv) {
     Comm& dp = grid.dp();
     auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
     Model model(mc, device, (uint64_t)cfg.seed, model_options(cfg));  // the same seed everywhere: identical replicas
-    AdamW optim(model.params(), model.grads(), optimizer_ranges(model), adamw_config(cfg));
-    DataParallelHooks hooks(model, optim, dp, dpo);
+    std::unique_ptr<AdamW> optim = make_adamw(model, adamw_config(cfg), &grid);
+    DataParallelHooks hooks(model, dp, dpo);
+    Trainer trainer{model, *optim, {&hooks}};
 
-    TrainLoop loop{model, hooks, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, {}, {}};
+    TrainLoop loop{trainer, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, {}, {}};
     configure_log(loop, mc, device, dp.size());
     // totals over the steps after the first (which pays for first-touch allocations)
     DpStepStats total;

@@ -14,7 +14,7 @@ ShardedGradients::ShardedGradients(const UnitShards& shards, Comm& dp, Tensor sh
 
 Tensor ShardedGradients::grads(int unit) {
     Tensor& g = open_[unit];
-    if (!g.defined()) g = Tensor::zeros({shards_.unit(unit).numel}, DType::f32, shard_.device(), Tag::comm);  // (unit)
+    if (!g.defined()) g = Tensor::zeros({shards_.unit(unit).numel}, shard_.dtype, shard_.device(), Tag::comm);  // (unit)
     return g;
 }
 
@@ -23,7 +23,7 @@ void ShardedGradients::layer_grads_ready(int unit) {
     CHECK(it != open_.end(), "layer_grads_ready(%d) without gradients written to that unit", unit);
     InFlight f{unit, it->second, Tensor(), CommHandle()};
     open_.erase(it);
-    f.part = Tensor::empty({shards_.piece(unit).count}, DType::f32, shard_.device(), Tag::comm);
+    f.part = Tensor::empty({shards_.piece(unit).count}, shard_.dtype, shard_.device(), Tag::comm);
     f.handle = dp_.reduce_scatter_async(f.whole, f.part);  // (unit) summed over ranks -> my part
     in_flight_.push_back(std::move(f));
     // let MPI progress the earlier ones while backward goes on; fold in those that are done, in order.
@@ -34,8 +34,6 @@ void ShardedGradients::layer_grads_ready(int unit) {
         finish(in_flight_.front());
         in_flight_.pop_front();
     }
-    // unit 0, the embedding, is the last unit backward finishes (model.cpp's backward)
-    if (unit == 0 && on_backward_done) on_backward_done();
 }
 
 void ShardedGradients::finish(InFlight& f) {

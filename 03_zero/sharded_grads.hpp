@@ -13,10 +13,9 @@
 // so the embedding unit is reduce-scattered once, with both contributions.
 //
 // Playbook: "ZeRO-2: Adding gradient partitioning" ("we only need to keep the gradient shard ... we do a
-// reduce-scatter instead of an all-reduce"). Test: `mpirun -np 2 build/bin/tests -ts='ch03 np2'`.
+// reduce-scatter instead of an all-reduce"). Test: `make test CH=03`.
 #pragma once
 #include <deque>
-#include <functional>
 #include <map>
 
 #include "../common/spine.hpp"
@@ -32,8 +31,6 @@ class ShardedGradients : public GradientSink {
     void layer_grads_ready(int unit) override;
     // finishes every reduce-scatter still in flight and adds it into the shard
     void wait_all();
-    // called after layer_grads_ready of the embedding unit: backward is over (ZeRO-3's prefetch turns round)
-    std::function<void()> on_backward_done;
 
     static constexpr size_t kMaxInFlight = 2;  // reduce-scatters in flight at once
 

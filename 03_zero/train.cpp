@@ -16,11 +16,11 @@
 #include <cmath>
 #include <cstdio>
 
-#include "../01_single_gpu/train_loop.hpp"
 #include "../02_data_parallel/data_parallel.hpp"
 #include "../common/formulas.hpp"
 #include "../common/grid.hpp"
 #include "../common/runtime.hpp"
+#include "../common/train_loop.hpp"
 #include "zero.hpp"
 
 using namespace penta;
@@ -60,20 +60,22 @@ int train(int argc, char** argv) {
     // --zero 0: chapter 02's data parallelism, for comparison; 1-3: ZeRO (parse_zero_stage refuses the rest)
     const ZeroStage stage = zero != 0 ? parse_zero_stage(zero) : ZeroStage::zero1;
     Model model(mc, device, (uint64_t)cfg.seed, zero > 0 ? zero_model_options(stage, mopt) : mopt);
-    std::unique_ptr<AdamW> dp_optim;
-    std::unique_ptr<StepHooks> hooks;
+    std::unique_ptr<ZeroHooks> zero_hooks;     // ZeRO: its own AdamW over this rank's shard
+    std::unique_ptr<AdamW> dp_optim;           // DP: AdamW over the whole buffer
+    std::unique_ptr<DataParallelHooks> dp_hooks;
     if (zero > 0) {
-        hooks = std::make_unique<ZeroHooks>(model, dp, stage, adamw);
+        zero_hooks = std::make_unique<ZeroHooks>(model, dp, stage, adamw, &grid);
     } else {
-        dp_optim = std::make_unique<AdamW>(model.params(), model.grads(), optimizer_ranges(model), adamw);
-        hooks = std::make_unique<DataParallelHooks>(model, *dp_optim, dp);
+        dp_optim = make_adamw(model, adamw, &grid);
+        dp_hooks = std::make_unique<DataParallelHooks>(model, dp);
     }
+    Trainer trainer = zero > 0 ? Trainer{model, zero_hooks->optimizer(), {zero_hooks.get()}}
+                               : Trainer{model, *dp_optim, {dp_hooks.get()}};
     auto step_bytes = [&]() {
-        if (zero == 0) return static_cast<DataParallelHooks&>(*hooks).last_step().bytes;
-        return static_cast<ZeroHooks&>(*hooks).last_step_traffic().total_bytes();
+        return zero > 0 ? zero_hooks->last_step_traffic().total_bytes() : dp_hooks->last_step().bytes;
     };
 
-    TrainLoop loop{model, *hooks, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, {}, {}};
+    TrainLoop loop{trainer, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, {}, {}};
     configure_log(loop, mc, device, dp.size());
     loop.on_step = [&](StepRecord& rec, const StepResult&) { rec.extra.push_back({"MB sent", step_bytes() / 1e6}); };
 

@@ -1,5 +1,6 @@
-// zero.cpp — ZeRO-1/2/3 step hooks (zero.hpp). Read begin_step → finish_gradients → optimizer_step: the
-// communication of each stage is in those three functions and in the seams they install on the model.
+// zero.cpp — ZeRO-1/2/3 step hooks (zero.hpp). Read begin_step → finish_gradients → before_update →
+// after_update: the communication of each stage is in those functions and in the seams they install on
+// the model.
 // Playbook: "Zero Redundancy Optimizer (ZeRO)". Run: `mpirun -np 4 build/bin/03_zero --dp 4 --zero 3`.
 #include "zero.hpp"
 
@@ -18,7 +19,7 @@ ModelOptions zero_model_options(ZeroStage stage, ModelOptions base) {
     return base;
 }
 
-ZeroHooks::ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg)
+ZeroHooks::ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg, ParallelGrid* grid)
     : model_(model), dp_(dp), stage_(stage), shards_(model.layout(), dp.size(), dp.rank()) {
     const ModelOptions want = zero_model_options(stage, model.options());
     CHECK(model.options().resident_params == want.resident_params &&
@@ -26,28 +27,33 @@ ZeroHooks::ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg)
           "ZeRO-%d needs a model built with zero_model_options(stage): full weights %s, full gradients %s",
           (int)stage, want.resident_params ? "yes" : "no", want.resident_grads ? "yes" : "no");
     const Device dev = model.device();
+    const Precision& pr = model.precision();
     const int64_t S = shards_.numel();
+    Tensor p;  // the weights the optimizer starts from: its master copy (if any) is made of them
     if (stage_ == ZeroStage::zero3) {
-        param_shard_ = Tensor::empty({S}, DType::f32, dev, Tag::params);  // (S) the only copy of my weights
+        param_shard_ = Tensor::empty({S}, pr.param, dev, Tag::params);  // (S) the only copy of my weights
         shards_.init(model.seed(), param_shard_);
-        gathered_ = std::make_unique<GatheredParams>(shards_, dp, param_shard_, model.config().tied_embeddings);
+        gathered_ = std::make_unique<GatheredParams>(shards_, dp, param_shard_);
         model.set_param_provider(gathered_.get());
+        p = param_shard_;
+    } else {
+        p = Tensor::empty({S}, pr.param, dev, Tag::comm);  // (S) staged anew each step
+        shards_.copy_from_full(model.params(), p);
     }
     if (stage_ != ZeroStage::zero1) {
-        grad_shard_ = Tensor::zeros({S}, DType::f32, dev, Tag::grads);  // (S)
+        grad_shard_ = Tensor::zeros({S}, pr.grad, dev, Tag::grads);  // (S)
         sink_ = std::make_unique<ShardedGradients>(shards_, dp, grad_shard_);
-        if (gathered_) sink_->on_backward_done = [this] { gathered_->set_backward(false); };
         model.set_gradient_sink(sink_.get());
     }
-    // AdamW over the shard: its moments are 2 × S elements (Tag::optim). ZeRO-1/2 hand it the staged
-    // weights (and ZeRO-1 the reduced gradients) anew each step, so those start as placeholders.
-    Tensor p = param_shard_.defined() ? param_shard_ : Tensor::empty({S}, DType::f32, dev, Tag::comm);
-    Tensor g = grad_shard_.defined() ? grad_shard_ : p;
-    optim_ = std::make_unique<AdamW>(p, g, shards_.shard_ranges(optimizer_ranges(model)), cfg);
+    // AdamW over the shard: its moments are 2 × S elements (Tag::optim). ZeRO-1 hands it the reduced
+    // gradients anew each step, so those start as a placeholder. The global norm: each rank counts its
+    // shard (dp shards the optimizer's buffer) once per tp group, one all-reduce over every rank.
+    const GridCoords coords = grid ? grid->coords() : GridCoords{dp.rank()};
+    Tensor g = grad_shard_.defined() ? grad_shard_ : Tensor::empty({S}, pr.grad, dev, Tag::comm);
+    optim_ = std::make_unique<AdamW>(p, g, shards_.shard_ranges(optimizer_ranges(model.layout(), coords, kAxisDP)),
+                                     cfg, pr.fp32_master, grid ? &grid->world() : &dp);
     if (!param_shard_.defined()) optim_->param = Tensor();
     if (!grad_shard_.defined()) optim_->grad = Tensor();
-    // the clipping norm is over ALL gradients: sum the squares of every rank's shard
-    optim_->reduce_sum_squares = [this](double s) { return dp_.all_reduce_scalar(s); };
 }
 
 ZeroHooks::~ZeroHooks() {
@@ -60,43 +66,41 @@ void ZeroHooks::begin_step() {
     if (grad_shard_.defined()) fill(grad_shard_, 0.0f);  // ZeRO-2/3 accumulate here; ZeRO-1's model zeroed its own
 }
 
-void ZeroHooks::before_backward(int64_t, bool) {
-    if (gathered_) gathered_->set_backward(true);  // prefetch now walks from the head down
-}
-
 void ZeroHooks::finish_gradients() {
     if (sink_) {  // ZeRO-2/3: the per-unit reduce-scatters were started during backward
         sink_->wait_all();
         return;
     }
     // ZeRO-1: the full gradients are summed over ranks only where this rank needs them: its shard
-    Tensor reduced = Tensor::empty({shards_.numel()}, DType::f32, model_.device(), Tag::comm);  // (S)
+    Tensor reduced = Tensor::empty({shards_.numel()}, model_.grads().dtype, model_.device(), Tag::comm);  // (S)
     shards_.reduce_scatter(dp_, model_.grads(), reduced);
     optim_->grad = reduced;
 }
 
-double ZeroHooks::optimizer_step(float lr, float grad_clip) {
-    double norm = 0;
+void ZeroHooks::before_update() {
     if (stage_ == ZeroStage::zero3) {
         CHECK(gathered_->idle(), "ZeRO-3: units still gathered at the optimizer step");
-        norm = optim_->step(lr, grad_clip);  // updates the shard in place; forward gathers it next step
-    } else {
-        // ZeRO-1/2: update my pieces of the full weights, then give every rank everyone's pieces
-        Tensor staged = Tensor::empty({shards_.numel()}, DType::f32, model_.device(), Tag::comm);  // (S)
-        shards_.copy_from_full(model_.params(), staged);
-        optim_->param = staged;
-        norm = optim_->step(lr, grad_clip);
-        shards_.all_gather(dp_, staged, model_.params());
+        return;  // AdamW updates the shard in place; forward gathers it next step
+    }
+    // ZeRO-1/2: the optimizer updates my pieces of the full weights (from the master copy when there is one,
+    // which makes the staged weights write-only)
+    Tensor staged = Tensor::empty({shards_.numel()}, model_.params().dtype, model_.device(), Tag::comm);  // (S)
+    if (!optim_->master.defined()) shards_.copy_from_full(model_.params(), staged);
+    optim_->param = staged;
+}
+
+void ZeroHooks::after_update() {
+    if (stage_ != ZeroStage::zero3) {  // give every rank everyone's updated pieces
+        shards_.all_gather(dp_, optim_->param, model_.params());
         optim_->param = Tensor();
         if (stage_ == ZeroStage::zero1) optim_->grad = Tensor();
     }
     last_step_ = dp_.counters() - at_begin_;
-    return norm;
 }
 
 Tensor ZeroHooks::gather_params() {
     if (stage_ != ZeroStage::zero3) return model_.params().clone(model_.device(), Tag::workspace);
-    Tensor full = Tensor::empty({model_.n_params()}, DType::f32, model_.device(), Tag::workspace);
+    Tensor full = Tensor::empty({model_.n_params()}, param_shard_.dtype, model_.device(), Tag::workspace);
     shards_.all_gather(dp_, param_shard_, full);
     return full;
 }

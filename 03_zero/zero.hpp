@@ -18,19 +18,22 @@
 // Memory per rank (fp32, S = this rank's shard elements ≈ Ψ/N; formulas.hpp: zero_model_state_bytes_fp32):
 //   ZeRO-1  params 4Ψ   grads 4Ψ   optim 8S        ZeRO-2  params 4Ψ  grads 4S  optim 8S
 //   ZeRO-3  params 4S   grads 4S   optim 8S
-// There is no master copy in fp32: AdamW updates the fp32 weights themselves (ch11 adds bf16 weights and
-// an fp32 master shard — the playbook's k = 12). Everything transient — gathered units, per-unit gradient
-// buffers, the staged shard ZeRO-1/2 update — is tagged Tag::comm, so the model-state tags hold exactly
-// the formula and the comm tag's peak shows the working buffers.
-//
+// With the default precision policy there is no master copy: AdamW updates the fp32 weights themselves.
+// With bf16 weights (precision.hpp) each rank keeps the fp32 master of its shard only (Tag::master) — the
+// playbook's k = 12 sharded with the optimizer state. Everything transient — gathered units, per-unit
+// gradient buffers, the staged shard ZeRO-1/2 update — is tagged Tag::comm, so the model-state tags hold
+// exactly the formula and the comm tag's peak shows the working buffers.
+// ZeRO composes with tensor parallelism unchanged: a tp rank's flat buffer is just a smaller model, cut
+// the same way over its dp group (chapter 04's --zero).
 //   mpirun -np 4 build/bin/03_zero --dp 4 --zero 3
 //   mpirun -np 4 build/bin/tests -ts='ch03 np4'      (tests/test_zero.cpp)
 // Playbook: "Zero Redundancy Optimizer (ZeRO)": ZeRO-1, ZeRO-2, ZeRO-3 (FSDP).
 #pragma once
 #include <memory>
 
-#include "../01_single_gpu/training_step.hpp"
 #include "../common/comm.hpp"
+#include "../common/grid.hpp"
+#include "../common/training_step.hpp"
 #include "sharded_grads.hpp"
 #include "zero3_params.hpp"
 #include "zero_shard.hpp"
@@ -46,17 +49,20 @@ ModelOptions zero_model_options(ZeroStage stage, ModelOptions base = {});
 
 class ZeroHooks : public StepHooks {
    public:
-    // Installs the stage's parameter provider / gradient sink on the model (removed in the destructor).
-    // The model must have been built with zero_model_options(stage).
-    ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg);
+    // Installs the stage's parameter provider / gradient sink on the model (removed in the destructor) and
+    // builds AdamW over this rank's shard. The model must have been built with zero_model_options(stage).
+    // grid: the layout the model is part of, for the global gradient norm (every rank counts its own
+    // shard's elements, once per tensor-parallel group; one all-reduce over the world); nullptr: dp is the
+    // whole job.
+    ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg, ParallelGrid* grid = nullptr);
     ~ZeroHooks() override;
     ZeroHooks(const ZeroHooks&) = delete;
     ZeroHooks& operator=(const ZeroHooks&) = delete;
 
     void begin_step() override;
-    void before_backward(int64_t a, bool last) override;
     void finish_gradients() override;
-    double optimizer_step(float lr, float grad_clip) override;
+    void before_update() override;
+    void after_update() override;
 
     // the full flat weights (n_params) on every rank, Tag::workspace: for tests and checkpoints.
     // ZeRO-3 all-gathers them (the dp counters see those bytes).
@@ -64,10 +70,9 @@ class ZeroHooks : public StepHooks {
 
     ZeroStage stage() const { return stage_; }
     const UnitShards& shards() const { return shards_; }
-    // the shard's optimizer: moments and step count (checkpoints); a layout that shards the model further
-    // (TP, ch04) extends its reduce_sum_squares, which sums over dp here
+    // the shard's optimizer: the trainer steps it; moments and step count (checkpoints)
     AdamW& optimizer() { return *optim_; }
-    // what the dp Comm counted from begin_step to the end of optimizer_step of the last step
+    // what the dp Comm counted from begin_step to the end of after_update of the last step
     const CommCounters& last_step_traffic() const { return last_step_; }
 
    private:

@@ -78,7 +78,7 @@ void UnitShards::init(uint64_t seed, Tensor& shard) const {
             one.tensors.push_back(pt);
         }
         one.numel = unit.numel;
-        Tensor whole = Tensor::empty({unit.numel}, DType::f32, shard.device(), Tag::workspace);  // transient
+        Tensor whole = Tensor::empty({unit.numel}, shard.dtype, shard.device(), Tag::workspace);  // transient
         init_params(one, seed, whole);
         Tensor dst = piece_of(shard, p.unit);
         copy(dst, whole.flat(p.full_offset - unit.offset, p.count));

@@ -1,4 +1,4 @@
-// tensor_parallel.cpp — f and g, the per-layer traffic meter and the TP-aware gradient norm
+// tensor_parallel.cpp — f and g, the per-layer traffic meter and the gather of tp shards
 // (tensor_parallel.hpp).
 // Test: `mpirun -np 2 build/bin/tests -ts='ch04 np2'`.
 #include "tensor_parallel.hpp"
@@ -31,51 +31,19 @@ Tensor TensorParallel::exit_forward(const Tensor& y) {
 
 Tensor TensorParallel::exit_backward(const Tensor& dy) { return dy; }  // (N, h) the same on every rank
 
-LayerTraffic::LayerTraffic(Model& model, const TensorParallel& boundary)
-    : resident_(model.layout(), model.params()),
-      layout_(model.layout()),
-      b_(boundary),
-      layers_(model.config().n_layers) {}
+LayerTraffic::LayerTraffic(const Model& model, const TensorParallel& boundary)
+    : layout_(model.layout()), b_(boundary), layers_(model.config().n_layers) {}
 
-Tensor LayerTraffic::acquire(int unit) {
-    if (unit != layout_.embedding_unit() && unit != layout_.head_unit())
-        open_ = Bytes{b_.forward_bytes(), b_.backward_bytes()};
-    return resident_.acquire(unit);
+void LayerTraffic::unit_begin(int unit, Pass) {
+    if (layout_.units[unit].layer >= 0) open_ = Bytes{b_.forward_bytes(), b_.backward_bytes()};
 }
 
-void LayerTraffic::release(int unit) {
-    if (unit != layout_.embedding_unit() && unit != layout_.head_unit()) {
-        Bytes& l = layers_.at(unit - 1);
-        l.forward += b_.forward_bytes() - open_.forward;
-        l.backward += b_.backward_bytes() - open_.backward;
-    }
-    resident_.release(unit);
-}
-
-std::vector<ParamRange> replicated_ranges(const ParamLayout& layout, const std::vector<ShardPiece>& pieces) {
-    std::vector<ShardPiece> whole;
-    if (pieces.empty()) whole.push_back(ShardPiece{0, 0, 0, layout.numel});
-    std::vector<ParamRange> out;
-    for (const ShardPiece& p : pieces.empty() ? whole : pieces)
-        for (const ParamTensor& t : layout.tensors) {
-            if (t.split != Split::replicated) continue;
-            const int64_t lo = std::max(t.offset, p.full_offset);
-            const int64_t hi = std::min(t.offset + t.numel(), p.full_offset + p.count);
-            if (lo < hi) out.push_back(ParamRange{lo - p.full_offset + p.shard_offset, hi - lo, false});
-        }
-    return out;
-}
-
-void tensor_parallel_grad_norm(AdamW& optim, const ParamLayout& layout, Comm& tp,
-                               const std::vector<ShardPiece>& pieces) {
-    auto inner = optim.reduce_sum_squares;
-    const std::vector<ParamRange> replicated = replicated_ranges(layout, pieces);
-    AdamW* opt = &optim;  // its grad is read at step time: ZeRO-1 hands it a freshly reduced shard each step
-    optim.reduce_sum_squares = [inner, opt, replicated, &tp](double local) {
-        double r = 0;  // this rank's replicated squares: the same number on every tp rank
-        for (const ParamRange& p : replicated) r += sum_squares(opt->grad.flat(p.offset, p.count));
-        return inner(tp.all_reduce_scalar(local - r) + r);
-    };
+void LayerTraffic::unit_end(int unit, Pass) {
+    const int64_t layer = layout_.units[unit].layer;
+    if (layer < 0) return;
+    Bytes& l = layers_.at(layer);
+    l.forward += b_.forward_bytes() - open_.forward;
+    l.backward += b_.backward_bytes() - open_.backward;
 }
 
 std::vector<float> gather_tensor_parallel(const LlamaConfig& cfg, const ParamLayout& shard, const Tensor& flat,

@@ -1,6 +1,6 @@
 // tensor_parallel.hpp — Megatron-LM tensor parallelism: the f / g operators at the boundaries of the
-// column- and row-parallel linears, the per-layer traffic they cause, and the global gradient norm of a
-// model whose matrices are sharded while its norm weights are replicated.
+// column- and row-parallel linears, the per-layer traffic they cause, and the gather of a tp-sharded flat
+// buffer back into the unsharded model's.
 //
 // Playbook: "Tensor parallelism" — "Tensor Parallelism in a Transformer Block". A column-parallel linear
 // (q/k/v, gate/up: each rank holds rows of W, i.e. output columns of y) needs the whole input on every
@@ -13,8 +13,10 @@
 // f and g are conjugate: each one's backward is the other's forward. Per layer and micro-batch that is
 // one all-reduce of (s b, h) per region and direction: 2 forward + 2 backward, each 2(t-1)/t · s b h
 // elements on the ring, 8(t-1)/t · s b h in all (formulas.hpp: tp_layer_comm_elements).
-// The sharding itself lives in the parameter layout (common/model_layout.cpp, ParamLayout::build); the
-// model calls f and g at the right places (common/model.cpp); this file implements them. See README.md.
+// The sharding itself lives in the parameter layout (common/model_layout.cpp: each tensor's split, and
+// sharded_on = tp); the model calls f and g at the right places (common/model.cpp); this file implements
+// them. The global gradient norm needs nothing from this chapter: the layout says which tensors tp cuts,
+// so every rank counts its shards and tp rank 0 the replicated norms (model_layout.hpp). See README.md.
 //   mpirun -np 2 build/bin/04_tensor_parallel --tp 2
 // Test: `make test CH=04`.
 #pragma once
@@ -22,8 +24,6 @@
 
 #include "../common/comm.hpp"
 #include "../common/model.hpp"
-#include "../common/optim.hpp"
-#include "../03_zero/zero_shard.hpp"
 
 namespace penta {
 
@@ -47,14 +47,15 @@ class TensorParallel : public TensorParallelBoundary {
     double fwd_ = 0, bwd_ = 0;
 };
 
-// The boundary's bytes split by decoder layer: installed as the model's ParamProvider (over the resident
-// parameters), it opens a window at acquire(layer) and closes it at release(layer), which bracket exactly
-// that layer's forward or backward (model.cpp). Embedding, head and loss traffic fall outside.
-class LayerTraffic : public ParamProvider {
+// The boundary's bytes split by decoder layer: an observer of the model (spine.hpp) that opens a window when
+// a layer's pass begins and closes it when it ends, whoever provides the weights (resident, ZeRO-3).
+// Embedding, head and loss traffic fall outside; so do the gradient sums of sequence parallelism's norms
+// (they are not activations).
+class LayerTraffic : public ModelObserver {
    public:
-    LayerTraffic(Model& model, const TensorParallel& boundary);
-    Tensor acquire(int unit) override;
-    void release(int unit) override;
+    LayerTraffic(const Model& model, const TensorParallel& boundary);
+    void unit_begin(int unit, Pass pass) override;
+    void unit_end(int unit, Pass pass) override;
     struct Bytes {
         double forward = 0, backward = 0;
     };
@@ -62,24 +63,11 @@ class LayerTraffic : public ParamProvider {
     void reset() { layers_.assign(layers_.size(), Bytes{}); }
 
    private:
-    ResidentParams resident_;
     const ParamLayout& layout_;
     const TensorParallel& b_;
     std::vector<Bytes> layers_;
-    Bytes open_;  // the boundary's tallies at the open window's acquire
+    Bytes open_;  // the boundary's tallies when the open window began
 };
-
-// The replicated tensors' elements (the norm weights) inside an optimizer's buffer, as ranges of that
-// buffer. pieces: where the buffer comes from in the model's flat buffer (ZeRO's shard, UnitShards);
-// empty: the buffer is the whole flat buffer.
-std::vector<ParamRange> replicated_ranges(const ParamLayout& layout, const std::vector<ShardPiece>& pieces = {});
-
-// Makes optim's global gradient norm count every parameter exactly once under TP: the squares of the
-// sharded tensors are summed over the tp group, the replicated ones (norm weights, identical on every tp
-// rank) are taken from this rank only. Wraps whatever optim.reduce_sum_squares already does (ZeRO's sum
-// over dp), so call it after the data-parallel / ZeRO setup. pieces: as for replicated_ranges.
-void tensor_parallel_grad_norm(AdamW& optim, const ParamLayout& layout, Comm& tp,
-                               const std::vector<ShardPiece>& pieces = {});
 
 // Every tp rank's shard of a flat buffer (parameters or gradients in this rank's layout `shard`) put back
 // together as the flat buffer of the unsharded model (ParamLayout::build(cfg) for the same pipeline

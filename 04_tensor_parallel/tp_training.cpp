@@ -5,54 +5,41 @@
 #include <cmath>
 #include <cstdio>
 
-#include "../02_data_parallel/data_parallel.hpp"
-#include "../03_zero/zero.hpp"
 #include "../common/formulas.hpp"
 #include "../common/runtime.hpp"
 
 namespace penta {
 
 bool parse_tensor_parallel_flags(int argc, char** argv, const char* program, const char* summary, TrainConfig& cfg,
-                                 bool& zero1) {
-    int64_t zero = 0;
+                                 int64_t& zero) {
     Flags flags(program, summary);
     cfg.register_flags(flags);
     cfg.register_parallel_flags(flags);
-    flags.add("zero", &zero, "1: shard the optimizer state over the dp group (chapter 03's ZeRO-1); 0: plain DP");
+    flags.add("zero", &zero, "ZeRO over the dp group (chapter 03): 1 optimizer state, 2 + gradients, 3 + weights; 0 plain DP");
     if (!flags.parse(argc, argv)) return false;
     cfg.validate();
-    CHECK(zero == 0 || zero == 1, "--zero %ld: with tensor parallelism this program offers 0 (DP all-reduce) or 1 "
-          "(ZeRO-1); stages 2 and 3 are chapter 03's", (long)zero);
-    zero1 = zero == 1;
+    if (zero != 0) parse_zero_stage(zero);  // names --zero and the stages
     return true;
 }
 
-void TensorParallelOptimizer::wrap(std::unique_ptr<StepHooks> h) {
-    outer_hooks = std::move(h);
-    hooks = outer_hooks.get();
-}
-
-TensorParallelOptimizer make_tp_optimizer(Model& model, Comm& dp, Comm& tp, bool zero1, const AdamWConfig& ac) {
+TensorParallelOptimizer make_tp_optimizer(Model& model, ParallelGrid& grid, int64_t zero, const AdamWConfig& ac) {
     TensorParallelOptimizer o;
-    if (zero1) {
-        auto z = std::make_unique<ZeroHooks>(model, dp, ZeroStage::zero1, ac);
-        o.optim = &z->optimizer();  // its grad norm gets the tp sum below
-        for (int u = 0; u < z->shards().units(); u++) o.pieces.push_back(z->shards().piece(u));
-        o.dp_hooks = std::move(z);
-    } else {
-        o.own_optim = std::make_unique<AdamW>(model.params(), model.grads(), optimizer_ranges(model), ac);
-        o.optim = o.own_optim.get();
-        if (dp.size() > 1)
-            o.dp_hooks = std::make_unique<DataParallelHooks>(model, *o.own_optim, dp);
-        else
-            o.dp_hooks = std::make_unique<SingleDeviceHooks>(*o.own_optim);
+    if (zero > 0) {
+        o.zero = std::make_unique<ZeroHooks>(model, grid.dp(), parse_zero_stage(zero), ac, &grid);
+        o.optim = &o.zero->optimizer();
+        o.hooks.push_back(o.zero.get());
+        return o;
     }
-    tensor_parallel_grad_norm(*o.optim, model.layout(), tp, o.pieces);
-    o.hooks = o.dp_hooks.get();
+    o.own_optim = make_adamw(model, ac, &grid);
+    o.optim = o.own_optim.get();
+    if (grid.dp().size() > 1) {
+        o.dp_hooks = std::make_unique<DataParallelHooks>(model, grid.dp());
+        o.hooks.push_back(o.dp_hooks.get());
+    }
     return o;
 }
 
-TensorParallelTraining::TensorParallelTraining(const TrainConfig& c, bool zero1) : cfg(c) {
+TensorParallelTraining::TensorParallelTraining(const TrainConfig& c, int64_t zero_stage) : cfg(c), zero(zero_stage) {
     CHECK(cfg.pp == 1 && cfg.cp == 1 && cfg.ep == 1,
           "--pp %ld --cp %ld --ep %ld: pipeline, context and expert parallelism are chapters 06-08; this program "
           "combines --dp and --tp only",
@@ -66,35 +53,38 @@ TensorParallelTraining::TensorParallelTraining(const TrainConfig& c, bool zero1)
 
     ModelOptions mo = model_options(cfg);
     mo.tp = (int)cfg.tp, mo.tp_rank = grid->coords().tp;  // this rank's shard of every matrix
-    if (zero1) mo = zero_model_options(ZeroStage::zero1, mo);
+    mo.sequence_parallel = cfg.sp;                         // the norms' gradients are partial sums over tp
+    if (zero > 0) mo = zero_model_options(parse_zero_stage(zero), mo);
     model = std::make_unique<Model>(mc, device, (uint64_t)cfg.seed, mo);
     loss_ = std::make_unique<VocabParallelCrossEntropy>(grid->tp(), model->layout(), mc.vocab);
     model->set_loss(loss_.get());
     set_boundary(std::make_unique<TensorParallel>(grid->tp()));
 
-    // over dp: chapter 02's all-reduce, or chapter 03's ZeRO-1 (the same setup the tests train with)
-    opt_ = make_tp_optimizer(*model, grid->dp(), grid->tp(), zero1, adamw_config(cfg));
+    // over dp: chapter 02's all-reduce, or chapter 03's ZeRO (the same setup the tests train with)
+    opt_ = make_tp_optimizer(*model, *grid, zero, adamw_config(cfg));
 }
 
-TensorParallelTraining::~TensorParallelTraining() = default;
+TensorParallelTraining::~TensorParallelTraining() {
+    if (meter_) model->remove_observer(meter_.get());
+}
 
 void TensorParallelTraining::set_boundary(std::unique_ptr<TensorParallel> b) {
     model->set_boundary(b.get());
+    if (meter_) model->remove_observer(meter_.get());
     meter_ = std::make_unique<LayerTraffic>(*model, *b);
-    model->set_param_provider(meter_.get());
+    model->add_observer(meter_.get());
     boundary_ = std::move(b);
 }
 
 std::vector<LayerTraffic::Bytes> TensorParallelTraining::measure_micro_batch(
     const std::function<void(const MicroBatchActs&)>& inspect) {
     const BatchPlan plan = data_parallel_plan(cfg, grid->dp());
-    Batch b = load_batch(*data, global_sample_id(0, plan.first_row, plan.global_batch), plan.micro_batch, plan.seq);
-    DeviceBatch db = to_device(b, 0, plan.micro_batch, device);
+    std::vector<MicroBatch> mbs = make_micro_batches(*data, 0, plan, device);
     meter_->reset();
-    MicroBatchActs acts = model->forward(db.tokens, db.targets, plan.micro_batch, plan.seq,
-                                         std::max<double>(1.0, (double)count_targets(b)));
+    MicroBatchActs acts = model->forward(mbs[0], 1e4);  // any token count: the loss is not used
     if (inspect) inspect(acts);
-    model->backward(acts);  // outside a step: the DP hooks do not communicate
+    model->backward(acts);  // outside a step: the DP hooks do not communicate; ZeRO-2/3 reduce-scatter...
+    for (StepHooks* h : opt_.hooks) h->finish_gradients();  // ...and are waited for here
     model->zero_grads();
     std::vector<LayerTraffic::Bytes> layers = meter_->layers();
     meter_->reset();
@@ -119,7 +109,7 @@ void TensorParallelTraining::print_header(const char* program) const {
                 "attention %s; optimizer %s\n",
                 (long)cfg.micro_batch, (long)cfg.grad_accum, (long)cfg.dp,
                 (long)(cfg.micro_batch * cfg.grad_accum * cfg.dp), (long)cfg.seq, cfg.recompute.c_str(),
-                cfg.attention.c_str(), opt_.pieces.empty() ? "AdamW" : "AdamW, ZeRO-1 over dp");
+                cfg.attention.c_str(), zero > 0 ? strfmt("AdamW, ZeRO-%ld over dp", (long)zero).c_str() : "AdamW");
     print_task_baseline(cfg, mc);
 }
 
@@ -140,8 +130,34 @@ void TensorParallelTraining::print_traffic(const std::vector<LayerTraffic::Bytes
         std::printf("  (--recompute full reruns each block's forward inside backward: its f/g traffic again)\n");
 }
 
+void TensorParallelTraining::print_model_state() const {
+    const MemStats& m = mem_stats(device);
+    auto cur = [&](Tag t) { return (double)m.current[(int)t]; };
+    const std::vector<double> mine = {cur(Tag::params), cur(Tag::grads), cur(Tag::master), cur(Tag::optim)};
+    std::vector<std::vector<double>> rows;  // per world rank (a few uncounted scalar reductions)
+    for (double v : mine) rows.push_back(grid->world().all_gather_scalar(v));
+    if (world_rank() != 0) return;
+    // the formula for rank r: its tp shard of Ψ_t elements cut over dp by ZeRO's per-unit shards
+    std::vector<int64_t> units;
+    for (const ParamUnit& u : model->layout().units) units.push_back(u.numel);
+    const int64_t psi = model->n_params();  // the same on every tp rank (vocab padded, matrices split evenly)
+    std::printf("\nmodel state per rank, bytes (allocator's current count; formula: ZeRO-%ld of the tp shard's "
+                "Ψ_t = %ld, fp32):\n", (long)zero, (long)psi);
+    std::printf("  rank  (dp, tp)      params       grads      master       optim  formula\n");
+    for (int r = 0; r < grid->world().size(); r++) {
+        const GridCoords c = grid_coords(grid->shape(), r);
+        const int64_t S = zero_shard_numel(units, (int)cfg.dp, c.dp);
+        const ModelStateBytes f = zero_model_state_bytes_fp32((int)zero, psi, S);
+        const bool equal = rows[0][r] == f.params && rows[1][r] == f.grads && rows[2][r] == f.master &&
+                           rows[3][r] == f.optim;
+        std::printf("  %4d  (%2d, %2d)  %10.0f  %10.0f  %10.0f  %10.0f  %s\n", r, c.dp, c.tp, rows[0][r], rows[1][r],
+                    rows[2][r], rows[3][r], equal ? "(equal)" : "(DIFFERENT)");
+    }
+}
+
 StepResult TensorParallelTraining::run() {
-    TrainLoop loop{*model, *opt_.hooks, *data, cfg, data_parallel_plan(cfg, grid->dp()), StepLogConfig{}, {}, {}};
+    Trainer trainer{*model, *opt_.optim, opt_.hooks};
+    TrainLoop loop{trainer, *data, cfg, data_parallel_plan(cfg, grid->dp()), StepLogConfig{}, {}, {}};
     loop.full_logits = [this](const Tensor& local) { return gather_vocab_logits(grid->tp(), local, mc.vocab); };
     configure_log(loop, mc, device, grid->world().size());
     double tp_bytes = grid->tp().counters().total_bytes();

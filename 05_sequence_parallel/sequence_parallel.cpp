@@ -1,9 +1,8 @@
-// sequence_parallel.cpp — the SP boundary, the norm-gradient reduction and the norm-region activation
-// count (sequence_parallel.hpp).
+// sequence_parallel.cpp — the SP boundary, the norm-gradient sum and the norm-region activation count
+// (sequence_parallel.hpp).
 // Test: `mpirun -np 2 build/bin/tests -ts='ch05 np2'`.
 #include "sequence_parallel.hpp"
 
-#include "../common/ops.hpp"
 
 namespace penta {
 
@@ -55,26 +54,10 @@ Tensor SequenceParallel::exit_backward(const Tensor& dy) {
     return full;
 }
 
-void SequenceParallelHooks::finish_gradients() {
-    inner_.finish_gradients();  // DP / ZeRO first: until this returns, their buckets may be in flight
-    int64_t total = 0;
-    for (const ParamRange& r : norms_) total += r.count;
-    if (total == 0) return;
-    // one all-reduce for all of them: pack, sum over tp, unpack
-    Tensor packed = Tensor::empty({total}, DType::f32, optim_.grad.device(), Tag::comm);
-    int64_t at = 0;
-    for (const ParamRange& r : norms_) {
-        Tensor dst = packed.flat(at, r.count);
-        copy(dst, optim_.grad.flat(r.offset, r.count));
-        at += r.count;
-    }
-    tp_.all_reduce(packed);
-    at = 0;
-    for (const ParamRange& r : norms_) {
-        Tensor dst = optim_.grad.flat(r.offset, r.count);
-        copy(dst, packed.flat(at, r.count));
-        at += r.count;
-    }
+void SequenceParallel::sum_token_split_grad(Tensor& partial) {
+    const double before = tp_.counters().total_bytes();
+    tp_.all_reduce(partial);  // (h): every rank's tokens' share of a norm weight's gradient
+    norm_grad_bytes_ += tp_.counters().total_bytes() - before;
 }
 
 int64_t norm_region_activation_bytes(const MicroBatchActs& acts) {

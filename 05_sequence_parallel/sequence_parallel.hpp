@@ -13,11 +13,13 @@
 // contiguous rows [r·N/t, (r+1)·N/t). An all-gather puts them back in order, so attention (which needs
 // whole sequences) sees (B, T) unchanged. N must be divisible by t (checked, naming the flags).
 // What changes besides the boundary: the replicated norm weights now see only this rank's tokens, so
-// their gradients are partial sums that must be all-reduced over tp (SequenceParallelHooks).
+// their gradients are partial sums that must be summed over tp. The layout records it (a model built with
+// ModelOptions::sequence_parallel gives the norms grad_summed_on tp), and the model asks this boundary to
+// sum each norm's gradient right where it is computed (sum_token_split_grad): nothing to add to the step,
+// so SP composes with DP, ZeRO-1/2/3 and any schedule untouched.
 //   mpirun -np 2 build/bin/05_sequence_parallel --tp 2 --sp
 // Test: `make test CH=05`.
 #pragma once
-#include "../01_single_gpu/training_step.hpp"
 #include "../04_tensor_parallel/tensor_parallel.hpp"
 
 namespace penta {
@@ -30,27 +32,14 @@ class SequenceParallel : public TensorParallel {
     Tensor enter_backward(const Tensor& dx) override;  // reduce-scatter  (N, h)   -> (N/t, h)
     Tensor exit_forward(const Tensor& y) override;     // reduce-scatter  (N, h)   -> (N/t, h)
     Tensor exit_backward(const Tensor& dy) override;   // all-gather      (N/t, h) -> (N, h)
-};
-
-// Wraps a step's hooks (DP, ZeRO or one device): once the gradients are complete, sums the replicated
-// norm weights' gradients over the tp group, because each rank's norms saw only its own tokens. It works
-// on the buffer the optimizer reads (optim.grad; pieces: as for replicated_ranges), after the inner
-// hooks' own communication, so it never touches a buffer a DP bucket still has in flight.
-class SequenceParallelHooks : public StepHooks {
-   public:
-    SequenceParallelHooks(StepHooks& inner, AdamW& optim, const ParamLayout& layout, Comm& tp,
-                          const std::vector<ShardPiece>& pieces = {})
-        : inner_(inner), optim_(optim), tp_(tp), norms_(replicated_ranges(layout, pieces)) {}
-    void begin_step() override { inner_.begin_step(); }
-    void before_backward(int64_t a, bool last) override { inner_.before_backward(a, last); }
-    void finish_gradients() override;
-    double optimizer_step(float lr, float grad_clip) override { return inner_.optimizer_step(lr, grad_clip); }
+    // the tokens between boundaries are split: a norm weight's gradient is all-reduced over tp
+    bool splits_tokens() const override { return true; }
+    void sum_token_split_grad(Tensor& partial) override;
+    // bytes those norm-gradient all-reduces sent (not activations: outside forward / backward bytes)
+    double norm_grad_bytes() const { return norm_grad_bytes_; }
 
    private:
-    StepHooks& inner_;
-    AdamW& optim_;
-    Comm& tp_;
-    std::vector<ParamRange> norms_;  // the replicated elements of optim.grad
+    double norm_grad_bytes_ = 0;
 };
 
 // Bytes the norm / residual regions of every layer keep for backward (LayerActs x_in, attn_rstd, x_mid,

@@ -12,6 +12,7 @@
 //   mpirun -np 2 build/bin/05_sequence_parallel --tp 2 --sp
 //   mpirun -np 4 build/bin/05_sequence_parallel --tp 4 --sp --steps 50
 //   mpirun -np 4 build/bin/05_sequence_parallel --tp 2 --dp 2 --sp --zero 1 --micro-batch 8
+//   mpirun -np 4 build/bin/05_sequence_parallel --tp 2 --dp 2 --sp --zero 3 --micro-batch 8
 #include <cstdio>
 
 #include "../04_tensor_parallel/tp_training.hpp"
@@ -40,11 +41,11 @@ Measured measure(TensorParallelTraining& run) {
 int train(int argc, char** argv) {
     TrainConfig cfg;
     cfg.tp = 2, cfg.sp = true;
-    bool zero1 = false;
+    int64_t zero = 0;
     if (!parse_tensor_parallel_flags(argc, argv, "05_sequence_parallel",
-                                     "Chapter 05: sequence parallelism on top of --tp, data parallelism over --dp "
-                                     "(playbook: Sequence parallelism).",
-                                     cfg, zero1))
+                                     "Chapter 05: sequence parallelism on top of --tp, data parallelism (or ZeRO) "
+                                     "over --dp (playbook: Sequence parallelism).",
+                                     cfg, zero))
         return 0;
     CHECK(!cfg.sp || (cfg.micro_batch * cfg.seq) % cfg.tp == 0,
           "--sp splits the --micro-batch %ld × --seq %ld = %ld tokens of a micro-batch into --tp %ld equal blocks: "
@@ -55,15 +56,12 @@ int train(int argc, char** argv) {
           "(or --eval-every 0)",
           (long)kEvalRows, (long)cfg.seq, (long)(kEvalRows * cfg.seq), (long)cfg.tp);
 
-    TensorParallelTraining run(cfg, zero1);
+    TensorParallelTraining run(cfg, zero);  // with --sp its model's norms sum their gradients over tp
     run.print_header("05_sequence_parallel");
     const Measured tp = measure(run);  // chapter 04's f and g
     Measured sp;
     if (cfg.sp) {
-        Comm& group = run.grid->tp();
-        run.set_boundary(std::make_unique<SequenceParallel>(group));
-        run.set_hooks(std::make_unique<SequenceParallelHooks>(run.hooks(), run.optimizer(), run.model->layout(), group,
-                                                              run.pieces()));
+        run.set_boundary(std::make_unique<SequenceParallel>(run.grid->tp()));  // all SP changes
         sp = measure(run);
     }
     if (world_rank() == 0) {
@@ -96,6 +94,7 @@ int train(int argc, char** argv) {
     run.run();
     run.print_traffic(tp.layers, "chapter 04's f and g");
     if (cfg.sp) run.print_traffic(sp.layers, "SP's all-gather / reduce-scatter");
+    run.print_model_state();
     if (world_rank() == 0)
         std::printf("\nmemory by tag on %s (rank 0):\n%s", device_name(run.device), memory_table(run.device).c_str());
     return 0;

@@ -116,6 +116,7 @@ CommCounters CommCounters::operator-(const CommCounters& o) const {
         d.calls[i] = calls[i] - o.calls[i];
         d.bytes[i] = bytes[i] - o.bytes[i];
     }
+    d.scalar_reductions = scalar_reductions - o.scalar_reductions;
     return d;
 }
 
@@ -154,7 +155,7 @@ class SelfComm : public Comm {
         return {};
     }
     void barrier() override { record(CommOp::barrier, 0.0); }
-    double all_reduce_scalar(double x, ReduceOp) override { return x; }
+    double reduce_scalar(double x, ReduceOp) override { return x; }
     std::unique_ptr<Comm> split(int, int, const std::string& name) override { return std::make_unique<SelfComm>(name); }
 
    private:

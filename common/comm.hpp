@@ -58,6 +58,7 @@ double ring_bytes(CommOp op, int K, double buffer_bytes);
 struct CommCounters {
     std::array<int64_t, kNumCommOps> calls{};
     std::array<double, kNumCommOps> bytes{};  // ring accounting, see the header comment
+    int64_t scalar_reductions = 0;  // all_reduce_scalar calls (host-side doubles: not in calls or bytes)
     double total_bytes() const;
     int64_t total_calls() const;
     CommCounters operator-(const CommCounters& o) const;  // counts between two snapshots
@@ -130,8 +131,12 @@ class Comm {
         all_to_all_v_async(in, send_counts, send_offsets, out, recv_counts, recv_offsets).wait();
     }
     virtual void barrier() = 0;
-    // small host-side helpers (not counted): sum / max of one double over the group
-    virtual double all_reduce_scalar(double x, ReduceOp op = ReduceOp::sum) = 0;
+    // small host-side helper: sum / max of one double over the group. Counted apart (scalar_reductions),
+    // so the byte counts stay the ring formulas' (the global grad norm's one all-reduce is one of these)
+    double all_reduce_scalar(double x, ReduceOp op = ReduceOp::sum) {
+        counters_.scalar_reductions++;
+        return reduce_scalar(x, op);
+    }
     // every rank's x, in rank order (K scalar reductions: for end-of-run tables, not for hot loops)
     std::vector<double> all_gather_scalar(double x);
 
@@ -143,6 +148,7 @@ class Comm {
     void reset_counters() { counters_ = {}; }
 
    protected:
+    virtual double reduce_scalar(double x, ReduceOp op) = 0;  // the backend's all_reduce_scalar
     // all_to_all_v's argument checks (K counts and offsets, parts inside the tensors, same dtype); returns
     // the bytes that leave this rank, which is what all_to_all is counted as
     double check_all_to_all_v(const Tensor& in, const std::vector<int64_t>& send_counts,

@@ -209,7 +209,7 @@ class MpiComm : public Comm {
         record(CommOp::barrier, 0.0);
     }
 
-    double all_reduce_scalar(double x, ReduceOp op) override {
+    double reduce_scalar(double x, ReduceOp op) override {
         double r = 0;
         MPI_CHECK(MPI_Allreduce(&x, &r, 1, MPI_DOUBLE, op == ReduceOp::sum ? MPI_SUM : MPI_MAX, comm_));
         return r;

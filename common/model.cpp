@@ -1,13 +1,15 @@
 // model.cpp — the Llama decoder's forward and backward, written by hand (model.hpp).
 //
-// Read block_forward and block_backward side by side: every saved tensor of LayerActs is written in the
-// first and read in the second, and the tensor-parallel boundaries (tp_->enter_* / exit_*), the attention
-// core, the MLP core, the parameter provider and the gradient sink are the only places where a parallel
-// layout changes anything.
+// Read block_forward, block_backward_input and block_backward_weight side by side: every saved tensor of
+// LayerActs is written in the first and read in one of the others, and the tensor-parallel boundaries
+// (tp_->enter_* / exit_*), the attention and MLP cores, the parameter provider and the gradient sink are
+// the only places where a parallel layout changes anything.
 // Playbook: "First steps: training on one GPU" (activation recomputation: Recompute::selective drops the
 // attention probabilities, Recompute::full keeps only the block inputs and reruns each block's forward
-// inside backward). Test: `build/bin/tests -ts='ch01 np1'`.
+// inside backward), "Pipeline parallelism" (backward as B + W). Test: `make test CH=01`.
 #include "model.hpp"
+
+#include <algorithm>
 
 #include "ops.hpp"
 
@@ -15,329 +17,452 @@ namespace penta {
 
 namespace {
 
-Tensor make(const Shape& shape, Device dev, Tag tag) { return Tensor::empty(shape, DType::f32, dev, tag); }
-
-// (N, n hd) -> (B, T, n, hd): the head layout attention and RoPE work on
-Tensor heads(const Tensor& x, int64_t B, int64_t hd) {
-    return x.view({B, x.size(0) / B, x.size(1) / hd, hd});
-}
+Tensor make(const Shape& shape, DType dtype, Device dev, Tag tag) { return Tensor::empty(shape, dtype, dev, tag); }
 
 }  // namespace
 
 Model::Model(const LlamaConfig& cfg, Device device, uint64_t seed, const ModelOptions& opt)
-    : cfg_(cfg),
-      opt_(opt),
-      device_(device),
-      seed_(seed),
-      layout_(ParamLayout::build(cfg, opt.tp, opt.tp_rank, opt.slice)) {
+    : cfg_(cfg), opt_(opt), device_(device), seed_(seed) {
+    opt_.precision.validate();
+    attn_ = opt.attention_core ? opt.attention_core : std::make_shared<LocalAttention>(opt.attention);
+    mlp_ = opt.mlp_core ? opt.mlp_core : std::make_shared<DenseSwiGLU>();
+    layout_ = ParamLayout::build(cfg, opt.layout(), attn_.get(), mlp_.get());
     if (opt.resident_params) {
-        params_ = Tensor::empty({layout_.numel}, DType::f32, device_, Tag::params);
+        params_ = Tensor::empty({layout_.numel}, opt_.precision.param, device_, Tag::params);
         init_params(layout_, seed, params_);
     }
-    if (opt.resident_grads) grads_ = Tensor::zeros({layout_.numel}, DType::f32, device_, Tag::grads);
+    if (opt.resident_grads) grads_ = Tensor::zeros({layout_.numel}, opt_.precision.grad, device_, Tag::grads);
     default_tp_ = std::make_unique<IdentityBoundary>();
-    default_attn_ = std::make_unique<LocalAttention>(opt.attention);
-    default_mlp_ = std::make_unique<DenseSwiGLU>();
     default_params_ = std::make_unique<ResidentParams>(layout_, params_);
     default_sink_ = std::make_unique<ResidentGrads>(layout_, grads_);
     default_loss_ = std::make_unique<LocalCrossEntropy>();
     tp_ = default_tp_.get();
-    attn_ = default_attn_.get();
-    mlp_ = default_mlp_.get();
     params_src_ = default_params_.get();
     sink_ = default_sink_.get();
     loss_ = default_loss_.get();
+
+    // the order each pass acquires units in, so a provider that gathers knows what comes next: forward
+    // walks embedding, layers, head; the input-gradient pass walks head, layers down (the embedding's
+    // backward reads no weights). A layer's own unit comes before any unit a core added for it.
+    const PipelineSlice& s = layout_.slice;
+    std::vector<int> fwd, bwd;
+    if (s.has_embedding) fwd.push_back(layout_.embedding_unit());
+    for (int64_t i = s.layer_begin; i < s.layer_end; i++)
+        for (int u : layout_.layer_units[i]) fwd.push_back(u);
+    if (s.has_head) {
+        fwd.push_back(layout_.head_unit());
+        bwd.push_back(layout_.head_unit());
+    }
+    for (int64_t i = s.layer_end - 1; i >= s.layer_begin; i--)
+        for (int u : layout_.layer_units[i]) bwd.push_back(u);
+    next_forward_.assign(layout_.units.size(), -1);
+    next_backward_.assign(layout_.units.size(), -1);
+    for (size_t k = 0; k + 1 < fwd.size(); k++) next_forward_[fwd[k]] = fwd[k + 1];
+    for (size_t k = 0; k + 1 < bwd.size(); k++) next_backward_[bwd[k]] = bwd[k + 1];
 }
 
 void Model::zero_grads() {
     if (grads_.defined()) fill(grads_, 0.0f);  // else the gradient sink owns (and zeroes) them
 }
 
-Tensor Model::tensor_view(const Tensor& unit_flat, int tensor) const {
-    const ParamTensor& t = layout_.tensors[tensor];
-    return unit_flat.flat(t.offset - layout_.units[t.unit].offset, t.numel()).view(t.shape);
+void Model::set_boundary(TensorParallelBoundary* b) {
+    CHECK(!b || !b->splits_tokens() || opt_.sequence_parallel,
+          "a boundary that splits the tokens (sequence parallelism) needs a model built with "
+          "ModelOptions::sequence_parallel, so the norms' gradients are summed over tp");
+    tp_ = b ? b : default_tp_.get();
 }
 
-LayerWeights Model::layer_view(const Tensor& unit_flat, int unit) const {
-    const std::vector<int>& t = layout_.units[unit].tensors;  // the order of ParamLayout::build
-    auto v = [&](int i) { return tensor_view(unit_flat, t[i]); };
-    return LayerWeights{v(0), v(1), v(2), v(3), v(4), v(5), v(6), v(7), v(8)};
+void Model::remove_observer(ModelObserver* o) {
+    observers_.erase(std::remove(observers_.begin(), observers_.end(), o), observers_.end());
 }
 
-// untied: the head's own (V, h) matrix; tied: the embedding table
+void Model::notify(int unit, Pass pass, bool begin) {
+    for (ModelObserver* o : observers_) begin ? o->unit_begin(unit, pass) : o->unit_end(unit, pass);
+}
+
+Tensor Model::acquire(int unit, Pass pass) {
+    const int next = pass == Pass::forward ? next_forward_[unit] : next_backward_[unit];
+    Tensor p = params_src_->acquire(unit, next);
+    if (p.dtype == opt_.precision.act) return p;
+    // weights stored in another dtype than the compute's (bf16 weights, f32 matmuls): a transient copy
+    Tensor c = make({p.numel()}, opt_.precision.act, device_, Tag::workspace);
+    convert(c, p);
+    return c;
+}
+
+LayerParams Model::layer_params(int64_t layer, Pass pass) {
+    LayerParams w(layout_, layer);
+    for (int u : layout_.layer_units[layer]) w.add_unit(u, acquire(u, pass));
+    return w;
+}
+
+LayerParams Model::layer_grads(int64_t layer) {
+    LayerParams g(layout_, layer);
+    for (int u : layout_.layer_units[layer]) g.add_unit(u, sink_->grads(u));
+    return g;
+}
+
+void Model::release_layer(int64_t layer) {
+    for (int u : layout_.layer_units[layer]) release(u);
+}
+
+void Model::grads_ready(int64_t layer) {
+    for (int u : layout_.layer_units[layer]) sink_->layer_grads_ready(u);
+}
+
+Tensor Model::tensor_in(const Tensor& unit_flat, int unit, const std::string& role) const {
+    const int t = layout_.find_in_unit(unit, role);
+    CHECK(t >= 0, "unit %s has no tensor %s", layout_.units[unit].name.c_str(), role.c_str());
+    const ParamTensor& p = layout_.tensors[t];
+    return unit_flat.flat(p.offset - layout_.units[unit].offset, p.numel()).view(p.shape);
+}
+
+bool Model::reads_embedding_in_head() const {
+    return cfg_.tied_embeddings && layout_.slice.has_embedding && layout_.slice.has_head;
+}
+
+// untied: the head's own (V, h) matrix; tied: the embedding table, or its replica when the embedding
+// lives on another pipeline stage
 Tensor Model::lm_head_weight(const Tensor& head_flat, const Tensor& embedding_flat) const {
-    const ParamUnit& head = layout_.units[layout_.head_unit()];
-    return cfg_.tied_embeddings ? tensor_view(embedding_flat, layout_.units[0].tensors[0])
-                                : tensor_view(head_flat, head.tensors[1]);
+    const int head = layout_.head_unit();
+    if (!cfg_.tied_embeddings) return tensor_in(head_flat, head, "lm_head.weight");
+    if (!reads_embedding_in_head()) return tensor_in(head_flat, head, "model.embed_tokens.weight");
+    return tensor_in(embedding_flat, layout_.embedding_unit(), "model.embed_tokens.weight");
+}
+
+void Model::norm_weight_grad(const ParamTensor& t, Tensor dw, const Tensor& dy, const Tensor& x, const Tensor& rstd) {
+    Tensor no_dx, no_w;
+    if (!(t.grad_summed_on & kAxisTP)) {
+        rmsnorm_backward(dy, x, no_w, rstd, no_dx, dw);
+        return;
+    }
+    // sequence parallelism: this rank normalised only its own tokens, so its gradient is a partial sum
+    // over tp; sum this micro-batch's part over the group before it joins the accumulated gradient
+    Tensor part = Tensor::zeros(dw.shape, dw.dtype, device_, Tag::workspace);  // (h)
+    rmsnorm_backward(dy, x, no_w, rstd, no_dx, part);
+    tp_->sum_token_split_grad(part);
+    add_inplace(dw, part);
 }
 
 // ---- decoder block --------------------------------------------------------------------------------------
 
 // Saved tensors are allocated with `saved` (activations, or workspace while recomputing / evaluating), the
 // block output with `out_tag` (it is the next block's saved input).
-Tensor Model::block_forward(const LayerWeights& w, const Tensor& x_in, LayerActs& a, int64_t B, Tag saved,
-                            Tag out_tag, bool keep_probs) {
-    const int64_t N = x_in.size(0), h = cfg_.hidden, hd = cfg_.head_dim();
-    const int64_t q_dim = w.wq.size(0), kv_dim = w.wk.size(0);
-    const float eps = (float)cfg_.norm_eps, theta = (float)cfg_.rope_theta;
+Tensor Model::block_forward(int64_t layer, const LayerParams& w, const MicroBatch& mb, const Tensor& x_in,
+                            LayerActs& a, Tag saved, Tag out_tag, bool keep_probs) {
+    const int64_t N = x_in.size(0), h = cfg_.hidden;
+    const float eps = (float)cfg_.norm_eps;
+    const DType act = opt_.precision.act;
     a.x_in = x_in;  // (N, h)
 
-    // ---- attention: x_mid = x_in + Attn(RMSNorm(x_in)) Wo^T
-    a.attn_rstd = make({N}, device_, saved);
-    Tensor xn1 = make({N, h}, device_, saved);
-    rmsnorm_forward(x_in, w.attn_norm, xn1, a.attn_rstd, eps);
+    // ---- attention: x_mid = x_in + Attn(RMSNorm(x_in))
+    a.attn_rstd = make({N}, DType::f32, device_, saved);  // a statistic: f32 whatever the activations are
+    Tensor xn1 = make({N, h}, act, device_, saved);
+    rmsnorm_forward(x_in, w["input_layernorm.weight"], xn1, a.attn_rstd, eps);
     a.xn1 = tp_->enter_forward(xn1);  // f   (Ng, h); Ng = N unless SP gathers the sequence
-    const int64_t Ng = a.xn1.size(0), T = Ng / B;
-    a.q = make({Ng, q_dim}, device_, saved);
-    a.k = make({Ng, kv_dim}, device_, saved);
-    a.v = make({Ng, kv_dim}, device_, saved);
-    linear_forward(a.xn1, w.wq, a.q);  // column-parallel: this rank's heads
-    linear_forward(a.xn1, w.wk, a.k);
-    linear_forward(a.xn1, w.wv, a.v);
-    Tensor pos = attn_->positions(T, device_);  // (T) global positions for RoPE
-    Tensor q4 = heads(a.q, B, hd), k4 = heads(a.k, B, hd), v4 = heads(a.v, B, hd);  // (B, T, n, hd)
-    rope_forward(q4, pos, theta, q4);
-    rope_forward(k4, pos, theta, k4);
-    a.attn_out = make({Ng, q_dim}, device_, saved);
-    a.lse = make({B, q_dim / hd, T}, device_, saved);
-    if (keep_probs) a.probs = make({B, q_dim / hd, T, T}, device_, saved);
-    Tensor o4 = heads(a.attn_out, B, hd);
-    attn_->forward(q4, k4, v4, o4, a.lse, keep_probs ? &a.probs : nullptr);
-    Tensor y = make({Ng, h}, device_, Tag::workspace);
-    linear_forward(a.attn_out, w.wo, y);  // row-parallel: a partial sum under TP
-    Tensor attn = tp_->exit_forward(y);   // g   (N, h)
-    a.x_mid = make({N, h}, device_, saved);
+    Tensor y = attn_->forward(cfg_, w, mb, a.xn1, a.attn, saved, keep_probs);  // (Ng, h) partial under TP
+    Tensor attn = tp_->exit_forward(y);  // g   (N, h)
+    a.x_mid = make({N, h}, act, device_, saved);
     add(x_in, attn, a.x_mid);
 
     // ---- MLP: x_out = x_mid + MLP(RMSNorm(x_mid))
-    a.mlp_rstd = make({N}, device_, saved);
-    Tensor xn2 = make({N, h}, device_, saved);
-    rmsnorm_forward(a.x_mid, w.mlp_norm, xn2, a.mlp_rstd, eps);
+    a.mlp_rstd = make({N}, DType::f32, device_, saved);
+    Tensor xn2 = make({N, h}, act, device_, saved);
+    rmsnorm_forward(a.x_mid, w["post_attention_layernorm.weight"], xn2, a.mlp_rstd, eps);
     a.xn2 = tp_->enter_forward(xn2);  // f   (Ng, h)
-    Tensor y2 = make({Ng, h}, device_, Tag::workspace);
-    mlp_->forward(w, a.xn2, a.mlp, y2, saved);
+    Tensor y2;
+    a.mlp = mlp_->forward(cfg_, w, a.xn2, y2, saved);
     Tensor mlp = tp_->exit_forward(y2);  // g   (N, h)
-    Tensor x_out = make({N, h}, device_, out_tag);
+    Tensor x_out = make({N, h}, act, device_, out_tag);
     add(a.x_mid, mlp, x_out);
     return x_out;
 }
 
-// d loss / d x_out -> d loss / d x_in; parameter grads accumulate into g.
-Tensor Model::block_backward(const LayerWeights& w, LayerWeights& g, const LayerActs& a, int64_t B,
-                             const Tensor& dx_out) {
-    const int64_t N = a.x_in.size(0), Ng = a.xn1.size(0), h = cfg_.hidden, hd = cfg_.head_dim();
-    const float theta = (float)cfg_.rope_theta;
-    const Tag ws = Tag::workspace;
-
+// B: d loss / d x_out -> d loss / d x_in. Leaves in `a` what the weight gradients need.
+Tensor Model::block_backward_input(const LayerParams& w, const MicroBatch& mb, LayerActs& a, const Tensor& dx_out,
+                                   Tag keep) {
+    Tensor no_dw;
     // ---- MLP
     Tensor dy2 = tp_->exit_backward(dx_out);  // g^T (Ng, h)
-    Tensor dxn2 = make({Ng, h}, device_, ws);
-    mlp_->backward(w, g, a.xn2, a.mlp, dy2, dxn2);
-    Tensor dxn2_local = tp_->enter_backward(dxn2);  // f^T (N, h)
-    Tensor dx_mid = make({N, h}, device_, ws);
-    rmsnorm_backward(dxn2_local, a.x_mid, w.mlp_norm, a.mlp_rstd, dx_mid, g.mlp_norm);
+    Tensor dxn2 = mlp_->backward_input(w, *a.mlp, dy2, keep);
+    a.d_xn2 = tp_->enter_backward(dxn2);  // f^T (N, h)
+    Tensor dx_mid = make(a.x_mid.shape, a.x_mid.dtype, device_, Tag::workspace);
+    rmsnorm_backward(a.d_xn2, a.x_mid, w["post_attention_layernorm.weight"], a.mlp_rstd, dx_mid, no_dw);
     add_inplace(dx_mid, dx_out);  // the residual path
 
     // ---- attention
     Tensor dy1 = tp_->exit_backward(dx_mid);  // g^T (Ng, h)
-    Tensor dattn = make(a.attn_out.shape, device_, ws);
-    linear_backward(dy1, a.attn_out, w.wo, dattn, g.wo);
-    Tensor dq = Tensor::zeros(a.q.shape, DType::f32, device_, ws);  // attention backward accumulates
-    Tensor dk = Tensor::zeros(a.k.shape, DType::f32, device_, ws);
-    Tensor dv = Tensor::zeros(a.v.shape, DType::f32, device_, ws);
-    Tensor dq4 = heads(dq, B, hd), dk4 = heads(dk, B, hd), dv4 = heads(dv, B, hd);
-    attn_->backward(heads(dattn, B, hd), heads(a.q, B, hd), heads(a.k, B, hd), heads(a.v, B, hd),
-                    heads(a.attn_out, B, hd), a.lse, a.probs.defined() ? &a.probs : nullptr, dq4, dk4, dv4);
-    Tensor pos = attn_->positions(Ng / B, device_);
-    Tensor dq_pre = make(a.q.shape, device_, ws), dk_pre = make(a.k.shape, device_, ws);
-    Tensor dq_pre4 = heads(dq_pre, B, hd), dk_pre4 = heads(dk_pre, B, hd);
-    rope_backward(dq4, pos, theta, dq_pre4);
-    rope_backward(dk4, pos, theta, dk_pre4);
-    Tensor dxn1 = make({Ng, h}, device_, ws);
-    linear_backward(dq_pre, a.xn1, w.wq, dxn1, g.wq);
-    linear_backward_add(dk_pre, a.xn1, w.wk, dxn1, g.wk);  // xn1 feeds q, k and v
-    linear_backward_add(dv, a.xn1, w.wv, dxn1, g.wv);
-    Tensor dxn1_local = tp_->enter_backward(dxn1);  // f^T (N, h)
-    Tensor dx_in = make({N, h}, device_, ws);
-    rmsnorm_backward(dxn1_local, a.x_in, w.attn_norm, a.attn_rstd, dx_in, g.attn_norm);
+    Tensor dxn1 = attn_->backward_input(cfg_, w, mb, a.attn, dy1, keep);
+    a.d_xn1 = tp_->enter_backward(dxn1);  // f^T (N, h)
+    Tensor dx_in = make(a.x_in.shape, a.x_in.dtype, device_, Tag::workspace);
+    rmsnorm_backward(a.d_xn1, a.x_in, w["input_layernorm.weight"], a.attn_rstd, dx_in, no_dw);
     add_inplace(dx_in, dx_mid);
     return dx_in;
+}
+
+// W: the layer's weight gradients from what the forward kept and B left; reads no weight.
+void Model::block_backward_weight(int64_t layer, LayerActs& a) {
+    LayerParams g = layer_grads(layer);
+    const int unit = layout_.layer_unit(layer);
+    auto norm = [&](const char* role) -> const ParamTensor& {
+        return layout_.tensors[layout_.find_in_unit(unit, role)];
+    };
+    mlp_->backward_weight(g, a.xn2, *a.mlp);
+    norm_weight_grad(norm("post_attention_layernorm.weight"), g["post_attention_layernorm.weight"], a.d_xn2, a.x_mid,
+                     a.mlp_rstd);
+    attn_->backward_weight(g, a.xn1, a.attn);
+    norm_weight_grad(norm("input_layernorm.weight"), g["input_layernorm.weight"], a.d_xn1, a.x_in, a.attn_rstd);
+    a = LayerActs{};  // this layer's activations are consumed: free them now, not at the end
 }
 
 // ---- embedding and head ---------------------------------------------------------------------------------
 
 Tensor Model::embed_forward(const Tensor& tokens, Tag tag) {
     const int unit = layout_.embedding_unit();
-    Tensor p = params_src_->acquire(unit);
-    Tensor x = make({tokens.numel(), cfg_.hidden}, device_, tag);  // (N, h)
-    embedding_forward(tokens, tensor_view(p, layout_.units[unit].tensors[0]), x, layout_.vocab_start);
-    params_src_->release(unit);
-    return tp_->exit_forward(x);  // vocab-parallel: each rank holds the rows of its own tokens only
+    notify(unit, Pass::forward, true);
+    Tensor p = acquire(unit, Pass::forward);
+    Tensor x = make({tokens.numel(), cfg_.hidden}, opt_.precision.act, device_, tag);  // (N, h)
+    embedding_forward(tokens, tensor_in(p, unit, "model.embed_tokens.weight"), x, layout_.vocab_start);
+    release(unit, reads_embedding_in_head());  // a tied head reads the table again at the end of the pass
+    Tensor out = tp_->exit_forward(x);  // vocab-parallel: each rank holds the rows of its own tokens only
+    notify(unit, Pass::forward, false);
+    return out;
 }
 
-void Model::embed_backward(const Tensor& tokens, const Tensor& dx) {
-    const int unit = layout_.embedding_unit();
-    Tensor d = tp_->exit_backward(dx);
-    Tensor g = tensor_view(sink_->grads(unit), layout_.units[unit].tensors[0]);
-    embedding_backward(tokens, d, g, layout_.vocab_start);
-    sink_->layer_grads_ready(unit);
-}
-
-double Model::head_forward(Pass pass, HeadActs& acts, const Tensor& x, const Tensor& targets,
-                           double global_tokens, Tensor* logits_out) {
-    const int unit = layout_.head_unit();
+double Model::head_forward(Run run, HeadActs& acts, const Tensor& x, const Tensor& targets, double global_tokens,
+                           Tensor* logits_out) {
+    const int unit = layout_.head_unit(), emb_unit = layout_.embedding_unit();
     const int64_t N = x.size(0);
-    const Tag keep = pass == Pass::train ? Tag::activations : Tag::workspace;
-    Tensor p = params_src_->acquire(unit);
-    Tensor emb = cfg_.tied_embeddings ? params_src_->acquire(layout_.embedding_unit()) : Tensor();
+    const Tag keep = run == Run::train ? Tag::activations : Tag::workspace;
+    notify(unit, Pass::forward, true);
+    Tensor p = acquire(unit, Pass::forward);
+    Tensor emb;
+    if (reads_embedding_in_head()) {
+        emb = params_src_->acquire(emb_unit, -1);  // kept since the embedding's forward
+        if (emb.dtype != opt_.precision.act) {
+            Tensor c = make({emb.numel()}, opt_.precision.act, device_, Tag::workspace);
+            convert(c, emb);
+            emb = c;
+        }
+    }
     acts.x = x;  // (N, h)
-    acts.rstd = make({N}, device_, keep);
-    Tensor xn = make({N, cfg_.hidden}, device_, keep);
-    rmsnorm_forward(x, tensor_view(p, layout_.units[unit].tensors[0]), xn, acts.rstd, (float)cfg_.norm_eps);
+    acts.rstd = make({N}, DType::f32, device_, keep);
+    Tensor xn = make({N, cfg_.hidden}, opt_.precision.act, device_, keep);
+    rmsnorm_forward(x, tensor_in(p, unit, "model.norm.weight"), xn, acts.rstd, (float)cfg_.norm_eps);
     acts.xn = tp_->enter_forward(xn);  // f   (Ng, h)
     Tensor W = lm_head_weight(p, emb);
-    Tensor logits = make({acts.xn.size(0), W.size(0)}, device_, keep);  // (Ng, V / tp)
+    Tensor logits = make({acts.xn.size(0), W.size(0)}, opt_.precision.act, device_, keep);  // (Ng, V / tp)
     linear_forward(acts.xn, W, logits);
-    if (cfg_.tied_embeddings) params_src_->release(layout_.embedding_unit());
-    params_src_->release(unit);
-    if (pass == Pass::logits) {
+    if (reads_embedding_in_head()) release(emb_unit);
+    release(unit);
+    double loss = 0;
+    if (run == Run::logits) {
         *logits_out = logits;
-        return 0;
+    } else {
+        Tensor dlogits = run == Run::train ? logits : Tensor();  // overwrites the logits with their gradient
+        const double sum = loss_->forward_backward(logits, targets, dlogits, (float)(1.0 / global_tokens));
+        acts.dlogits = dlogits;
+        loss = sum / global_tokens;
     }
-    Tensor dlogits = pass == Pass::train ? logits : Tensor();  // overwrites the logits with their gradient
-    const double sum = loss_->forward_backward(logits, targets, dlogits, (float)(1.0 / global_tokens));
-    acts.dlogits = dlogits;
-    return sum / global_tokens;
+    notify(unit, Pass::forward, false);
+    return loss;
 }
 
-Tensor Model::head_backward(HeadActs& acts) {
-    const int unit = layout_.head_unit();
-    Tensor p = params_src_->acquire(unit);
-    Tensor emb = cfg_.tied_embeddings ? params_src_->acquire(layout_.embedding_unit()) : Tensor();
+Tensor Model::head_backward_input(HeadActs& acts) {
+    const int unit = layout_.head_unit(), emb_unit = layout_.embedding_unit();
+    Tensor p = acquire(unit, Pass::backward_input);
+    Tensor emb = reads_embedding_in_head() ? acquire(emb_unit, Pass::backward_input) : Tensor();
+    Tensor W = lm_head_weight(p, emb), no_dw;
+    Tensor dxn = make(acts.xn.shape, acts.xn.dtype, device_, Tag::workspace);
+    linear_backward(acts.dlogits, acts.xn, W, dxn, no_dw);
+    acts.d_xn = tp_->enter_backward(dxn);  // f^T (N, h)
+    Tensor dx = make(acts.x.shape, acts.x.dtype, device_, Tag::workspace);
+    rmsnorm_backward(acts.d_xn, acts.x, tensor_in(p, unit, "model.norm.weight"), acts.rstd, dx, no_dw);
+    if (reads_embedding_in_head()) release(emb_unit);
+    release(unit);
+    return dx;
+}
+
+void Model::head_backward_weight(HeadActs& acts) {
+    const int unit = layout_.head_unit(), emb_unit = layout_.embedding_unit();
     Tensor g = sink_->grads(unit);
-    Tensor g_emb = cfg_.tied_embeddings ? sink_->grads(layout_.embedding_unit()) : Tensor();
-    const int norm = layout_.units[unit].tensors[0];
-    Tensor W = lm_head_weight(p, emb), gW = lm_head_weight(g, g_emb);
-    Tensor dxn = make(acts.xn.shape, device_, Tag::workspace);
-    linear_backward(acts.dlogits, acts.xn, W, dxn, gW);
-    Tensor dxn_local = tp_->enter_backward(dxn);  // f^T (N, h)
-    Tensor dx = make(acts.x.shape, device_, Tag::workspace);
-    Tensor g_norm = tensor_view(g, norm);
-    rmsnorm_backward(dxn_local, acts.x, tensor_view(p, norm), acts.rstd, dx, g_norm);
-    if (cfg_.tied_embeddings) params_src_->release(layout_.embedding_unit());
-    params_src_->release(unit);
+    Tensor g_emb = reads_embedding_in_head() ? sink_->grads(emb_unit) : Tensor();
+    Tensor gW = lm_head_weight(g, g_emb), no_dx;
+    linear_backward(acts.dlogits, acts.xn, Tensor(), no_dx, gW);
+    const ParamTensor& norm = layout_.tensors[layout_.find_in_unit(unit, "model.norm.weight")];
+    norm_weight_grad(norm, tensor_in(g, unit, "model.norm.weight"), acts.d_xn, acts.x, acts.rstd);
     acts = HeadActs{};
     sink_->layer_grads_ready(unit);  // a tied embedding's grad is final only after the embedding backward
-    return dx;
 }
 
 // ---- the micro-batch ----------------------------------------------------------------------------------
 
-MicroBatchActs Model::run_forward(Pass pass, const Tensor& tokens, const Tensor& targets, int64_t B,
-                                  int64_t T, double global_tokens, const Tensor& hidden_in, Tensor* logits) {
+MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_tokens, const Tensor& hidden_in,
+                                  Tensor* logits) {
     const PipelineSlice& s = layout_.slice;
-    const int64_t N = B * T;
+    const int64_t B = mb.B, T = mb.T, N = B * T;
     CHECK(B > 0 && T > 0, "micro-batch B %lld x T %lld must be positive", (long long)B, (long long)T);
     CHECK(T <= cfg_.max_seq, "sequence length %lld exceeds max_seq %lld of model %s", (long long)T,
           (long long)cfg_.max_seq, cfg_.name.c_str());
+    CHECK(mb.positions.defined() && mb.positions.dtype == DType::i32 && mb.positions.numel() == T &&
+              mb.positions.device() == device_,
+          "the micro-batch needs the positions of its %lld tokens per sequence, i32 on the model's device",
+          (long long)T);
     if (s.has_embedding)
-        CHECK(tokens.defined() && tokens.dtype == DType::i32 && tokens.numel() == N &&
-                  tokens.device() == device_,
+        CHECK(mb.tokens.defined() && mb.tokens.dtype == DType::i32 && mb.tokens.numel() == N &&
+                  mb.tokens.device() == device_,
               "tokens must be %lld i32 ids on the model's device", (long long)N);
     else
         CHECK(hidden_in.defined() && hidden_in.numel() == N * cfg_.hidden,
               "a stage without the embedding needs hidden_in of (%lld, %lld)", (long long)N,
               (long long)cfg_.hidden);
-    if (s.has_head && pass != Pass::logits) {
-        CHECK(targets.defined() && targets.dtype == DType::i32 && targets.numel() == N &&
-                  targets.device() == device_,
+    if (s.has_head && run != Run::logits) {
+        CHECK(mb.targets.defined() && mb.targets.dtype == DType::i32 && mb.targets.numel() == N &&
+                  mb.targets.device() == device_,
               "targets must be %lld i32 ids on the model's device", (long long)N);
         CHECK(global_tokens > 0, "global token count %g must be positive", global_tokens);
     }
 
     CHECK(params_.defined() || params_src_ != default_params_.get(),
           "model built with resident_params = false needs a ParamProvider (set_param_provider)");
-    CHECK(pass != Pass::train || grads_.defined() || sink_ != default_sink_.get(),
+    CHECK(run != Run::train || grads_.defined() || sink_ != default_sink_.get(),
           "model built with resident_grads = false needs a GradientSink (set_gradient_sink) to train");
-    const bool train = pass == Pass::train;
+    const bool train = run == Run::train;
     const Tag keep = train ? Tag::activations : Tag::workspace;
     // full recomputation keeps only block inputs: the rest of the block is transient
     const Tag saved = train && opt_.recompute != Recompute::full ? Tag::activations : Tag::workspace;
     const bool keep_probs =
         saved == Tag::activations && opt_.recompute == Recompute::none && attn_->materialises_probs();
-    MicroBatchActs mb;
-    mb.B = B, mb.T = T;
-    mb.tokens = s.has_embedding ? tokens.view({N}) : Tensor();
-    Tensor x = s.has_embedding ? embed_forward(mb.tokens, keep) : hidden_in.view({N, cfg_.hidden});  // (N, h)
+    MicroBatchActs acts;
+    acts.mb = mb;
+    if (mb.tokens.defined()) acts.mb.tokens = mb.tokens.view({N});
+    if (mb.targets.defined()) acts.mb.targets = mb.targets.view({N});
+    Tensor x = s.has_embedding ? embed_forward(acts.mb.tokens, keep) : hidden_in.view({N, cfg_.hidden});  // (N, h)
     for (int64_t i = s.layer_begin; i < s.layer_end; i++) {
         const int unit = layout_.layer_unit(i);
-        LayerWeights w = layer_view(params_src_->acquire(unit), unit);
+        notify(unit, Pass::forward, true);
+        LayerParams w = layer_params(i, Pass::forward);
         LayerActs a;
-        Tensor x_out = block_forward(w, x, a, B, saved, keep, keep_probs);
-        params_src_->release(unit);
+        Tensor x_out = block_forward(i, w, acts.mb, x, a, saved, keep, keep_probs);
+        release_layer(i);
+        acts.aux_loss += a.mlp->aux_loss;
         if (train) {
             if (opt_.recompute == Recompute::full) {  // keep the block input, drop the rest
                 a = LayerActs();
                 a.x_in = x;
             }
-            mb.layers.push_back(std::move(a));
+            acts.layers.push_back(std::move(a));
         }
         x = x_out;
+        notify(unit, Pass::forward, false);
     }
     if (s.has_head)
-        mb.loss = head_forward(pass, mb.head, x, targets.defined() ? targets.view({N}) : targets,
-                               global_tokens, logits);
+        acts.loss = head_forward(run, acts.head, x, acts.mb.targets, global_tokens, logits);
     else
-        mb.output = x;
-    return mb;
+        acts.output = x;
+    return acts;
 }
 
-MicroBatchActs Model::forward(const Tensor& tokens, const Tensor& targets, int64_t B, int64_t T,
-                              double global_tokens, const Tensor& hidden_in) {
-    return run_forward(Pass::train, tokens, targets, B, T, global_tokens, hidden_in, nullptr);
-}
-
-Tensor Model::backward(MicroBatchActs& mb, const Tensor& doutput) {
+// The backward walk, head to embedding: at each unit the input gradient (B) when `input`, then the weight
+// gradient (W) and the gradient sink's signal when `weight`. Both: the fused backward.
+Tensor Model::run_backward(MicroBatchActs& acts, const Tensor& doutput, bool input, bool weight) {
     const PipelineSlice& s = layout_.slice;
-    CHECK(s.has_head || doutput.defined(), "a stage without the head needs d loss / d output in backward");
-    Tensor dx = s.has_head ? head_backward(mb.head) : doutput.view({mb.B * mb.T, cfg_.hidden});  // (N, h)
+    const MicroBatch& mb = acts.mb;
+    const Tag keep = Tag::workspace;  // what B leaves for W is transient: it lives until W
+    CHECK(input != acts.inputs_done, "backward_%s on a micro-batch whose input gradients are %s",
+          input ? "input" : "weight", input ? "already done" : "not done yet");
+    Tensor dx;
+    if (input) {
+        CHECK(s.has_head || doutput.defined(), "a stage without the head needs d loss / d output in backward");
+        dx = s.has_head ? Tensor() : doutput.view({mb.B * mb.T, cfg_.hidden});  // (N, h)
+    }
+    if (s.has_head) {
+        const int unit = layout_.head_unit();
+        if (input) {
+            notify(unit, Pass::backward_input, true);
+            dx = head_backward_input(acts.head);
+            notify(unit, Pass::backward_input, false);
+        }
+        if (weight) {
+            notify(unit, Pass::backward_weight, true);
+            head_backward_weight(acts.head);
+            notify(unit, Pass::backward_weight, false);
+        }
+    }
     for (int64_t i = s.layer_end - 1; i >= s.layer_begin; i--) {
         const int unit = layout_.layer_unit(i);
-        LayerActs& a = mb.layers[i - s.layer_begin];
-        LayerWeights w = layer_view(params_src_->acquire(unit), unit);
-        LayerWeights g = layer_view(sink_->grads(unit), unit);
-        if (opt_.recompute == Recompute::full) {
-            // rerun this block's forward exactly as Recompute::none would, into transient tensors
-            LayerActs r;
-            block_forward(w, a.x_in, r, mb.B, Tag::workspace, Tag::workspace, attn_->materialises_probs());
-            dx = block_backward(w, g, r, mb.B, dx);
-        } else {
-            dx = block_backward(w, g, a, mb.B, dx);
+        LayerActs& a = acts.layers[i - s.layer_begin];
+        if (input) {
+            notify(unit, Pass::backward_input, true);
+            LayerParams w = layer_params(i, Pass::backward_input);
+            if (opt_.recompute == Recompute::full) {
+                // rerun this block's forward exactly as Recompute::none would, into transient tensors
+                LayerActs r;
+                block_forward(i, w, mb, a.x_in, r, Tag::workspace, Tag::workspace, attn_->materialises_probs());
+                a = std::move(r);
+            }
+            dx = block_backward_input(w, mb, a, dx, keep);
+            release_layer(i);
+            notify(unit, Pass::backward_input, false);
         }
-        a = LayerActs{};  // this layer's activations are consumed: free them now, not at the end
-        params_src_->release(unit);
-        sink_->layer_grads_ready(unit);
+        if (weight) {
+            notify(unit, Pass::backward_weight, true);
+            block_backward_weight(i, a);
+            grads_ready(i);
+            notify(unit, Pass::backward_weight, false);
+        }
     }
-    if (!s.has_embedding) return dx;
-    embed_backward(mb.tokens, dx);
-    return Tensor();
+    if (s.has_embedding) {
+        const int unit = layout_.embedding_unit();
+        if (input) {
+            notify(unit, Pass::backward_input, true);
+            acts.d_embed = tp_->exit_backward(dx);  // (N, h) SP: the whole sequence's rows, gathered
+            notify(unit, Pass::backward_input, false);
+        }
+        if (weight) {
+            notify(unit, Pass::backward_weight, true);
+            Tensor g = tensor_in(sink_->grads(unit), unit, "model.embed_tokens.weight");
+            embedding_backward(mb.tokens, acts.d_embed, g, layout_.vocab_start);
+            acts.d_embed = Tensor();
+            sink_->layer_grads_ready(unit);
+            notify(unit, Pass::backward_weight, false);
+        }
+    }
+    acts.inputs_done = input && !weight;
+    return s.has_embedding ? Tensor() : dx;
+}
+
+MicroBatchActs Model::forward(const MicroBatch& mb, double global_tokens, const Tensor& hidden_in) {
+    return run_forward(Run::train, mb, global_tokens, hidden_in, nullptr);
+}
+
+Tensor Model::backward_input(MicroBatchActs& acts, const Tensor& doutput) {
+    return run_backward(acts, doutput, true, false);
+}
+
+void Model::backward_weight(MicroBatchActs& acts) { run_backward(acts, Tensor(), false, true); }
+
+Tensor Model::backward(MicroBatchActs& acts, const Tensor& doutput) { return run_backward(acts, doutput, true, true); }
+
+MicroBatchActs Model::forward(const Tensor& tokens, const Tensor& targets, int64_t B, int64_t T, double global_tokens) {
+    return forward(MicroBatch::whole(tokens, targets, B, T), global_tokens);
 }
 
 double Model::forward_backward(const Tensor& tokens, const Tensor& targets, int64_t B, int64_t T,
                                double global_tokens) {
-    MicroBatchActs mb = forward(tokens, targets, B, T, global_tokens);
-    backward(mb);
-    return mb.loss;
+    MicroBatchActs acts = forward(tokens, targets, B, T, global_tokens);
+    backward(acts);
+    return acts.loss;
 }
 
 double Model::forward_loss(const Tensor& tokens, const Tensor& targets, int64_t B, int64_t T,
                            double global_tokens) {
-    return run_forward(Pass::loss, tokens, targets, B, T, global_tokens, Tensor(), nullptr).loss;
+    return run_forward(Run::loss, MicroBatch::whole(tokens, targets, B, T), global_tokens, Tensor(), nullptr).loss;
 }
 
 Tensor Model::forward_logits(const Tensor& tokens, int64_t B, int64_t T) {
     Tensor logits;
-    run_forward(Pass::logits, tokens, Tensor(), B, T, 1.0, Tensor(), &logits);
+    run_forward(Run::logits, MicroBatch::whole(tokens, Tensor(), B, T), 1.0, Tensor(), &logits);
     return logits;
 }
 

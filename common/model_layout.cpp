@@ -1,59 +1,113 @@
-// model_layout.cpp — flat-buffer parameter layout and deterministic initialisation (model_layout.hpp).
+// model_layout.cpp — flat-buffer parameter layout, declared by the model's parts, the grad-norm ownership
+// rule and deterministic initialisation (model_layout.hpp).
 //
 // Init follows GPT-2: std 0.02 for every matrix, and 0.02 / sqrt(2 L) for the two projections that write
 // into the residual stream (o_proj, down_proj), so the residual's variance does not grow with depth.
-// Test: `build/bin/tests -ts='ch01 np1' -tc='*layout*'`.
+// Test: `build/bin/tests_01 -ts='ch01 np1' -tc='*layout*'`.
 #include "model_layout.hpp"
 
 #include <algorithm>
 #include <cmath>
 
+#include "grid.hpp"
 #include "ops.hpp"
+#include "spine.hpp"
 
 namespace penta {
 
-namespace {
+std::string axes_str(Axes a) {
+    std::string s;
+    const char* names[] = {"dp", "cp", "tp", "pp", "ep"};
+    for (int i = 0; i < 5; i++)
+        if (a & (1 << i)) s += (s.empty() ? "" : "|") + std::string(names[i]);
+    return s.empty() ? "-" : s;
+}
 
-// Adds the tensors of one unit; shards are cut from the full shape by `split`.
-struct LayoutBuilder {
-    ParamLayout& L;
-    int unit;
-    int64_t start;
+// ---- LayoutBuilder --------------------------------------------------------------------------------------
 
-    LayoutBuilder(ParamLayout& layout, int unit_id, std::string unit_name) : L(layout), unit(unit_id) {
-        start = L.numel;
-        L.units[unit].name = std::move(unit_name);
-        L.units[unit].offset = start;
+LayoutBuilder::LayoutBuilder(ParamLayout& layout, const LlamaConfig& cfg, const LayoutOptions& opt)
+    : L_(layout), cfg_(cfg), opt_(opt) {}
+
+int LayoutBuilder::begin_unit(const std::string& name, int64_t layer, bool held, Axes grad_summed_on) {
+    ParamUnit u;
+    u.name = name;
+    u.layer = layer;
+    u.grad_summed_on = grad_summed_on;
+    L_.units.push_back(u);
+    const int id = (int)L_.units.size() - 1;
+    held_.push_back(held && (open_.empty() || held_[open_.back()]));
+    open_.push_back(id);
+    layer_ = layer;
+    if (layer >= 0) {
+        if ((int64_t)L_.layer_units.size() <= layer) L_.layer_units.resize(layer + 1);
+        L_.layer_units[layer].push_back(id);
     }
-    ~LayoutBuilder() { L.units[unit].numel = L.numel - start; }
+    return id;
+}
 
-    void add(std::string name, Shape full, Split split, float std, int64_t local_rows = -1) {
-        ParamTensor t;
-        t.name = std::move(name);
-        t.unit = unit;
-        t.offset = L.numel;
-        t.full_shape = full;
-        t.shape = full;
-        t.split = split;
-        t.init_std = std;
-        t.decay = full.size() == 2;
-        if (split == Split::rows) {
-            t.shape[0] = local_rows >= 0 ? local_rows : full[0] / L.tp;
-            t.row0 = L.tp_rank * t.shape[0];
-        } else if (split == Split::cols) {
-            t.shape[1] = full[1] / L.tp;
-            t.col0 = L.tp_rank * t.shape[1];
+void LayoutBuilder::end_unit() {
+    CHECK(!open_.empty(), "LayoutBuilder: end_unit without a unit begun");
+    open_.pop_back();
+    layer_ = open_.empty() ? -1 : L_.units[open_.back()].layer;
+}
+
+int LayoutBuilder::add(const std::string& role, Shape full, Split split, float init_std, int64_t local_rows) {
+    CHECK(!open_.empty(), "LayoutBuilder: tensor %s added outside a unit", role.c_str());
+    const int unit = open_.back();
+    if (!held_[unit]) return -1;
+    ParamUnit& u = L_.units[unit];
+    ParamTensor t;
+    t.role = role;
+    t.name = u.layer >= 0 ? "model.layers." + std::to_string(u.layer) + "." + role : role;
+    t.unit = unit;
+    t.full_shape = full;
+    t.shape = full;
+    t.split = split;
+    t.init_std = init_std;
+    t.decay = full.size() == 2;
+    if (split == Split::rows) {
+        t.shape[0] = local_rows >= 0 ? local_rows : full[0] / L_.tp;
+        t.row0 = L_.tp_rank * t.shape[0];
+    } else if (split == Split::cols) {
+        t.shape[1] = full[1] / L_.tp;
+        t.col0 = L_.tp_rank * t.shape[1];
+    }
+    // each pipeline stage holds its own tensors; tp cuts the split ones; the replicated ones, under sequence
+    // parallelism, see only this rank's tokens, so their gradient is a partial sum over tp as well
+    t.sharded_on = kAxisPP | (split == Split::replicated ? 0 : kAxisTP);
+    t.grad_summed_on = u.grad_summed_on | (split == Split::replicated && opt_.sequence_parallel ? kAxisTP : 0);
+    u.tensors.push_back((int)L_.tensors.size());
+    L_.tensors.push_back(std::move(t));
+    return (int)L_.tensors.size() - 1;
+}
+
+void LayoutBuilder::finish() {
+    CHECK(open_.empty(), "LayoutBuilder: %zu units not ended", open_.size());
+    int64_t at = 0;
+    for (ParamUnit& u : L_.units) {
+        u.offset = at;
+        for (int i : u.tensors) {
+            L_.tensors[i].offset = at;
+            at += L_.tensors[i].numel();
         }
-        L.numel += t.numel();
-        L.units[unit].tensors.push_back((int)L.tensors.size());
-        L.tensors.push_back(std::move(t));
+        u.numel = at - u.offset;
     }
-};
+    L_.numel = at;
+}
 
-}  // namespace
+// ---- ParamLayout ----------------------------------------------------------------------------------------
 
 ParamLayout ParamLayout::build(const LlamaConfig& cfg, int tp, int tp_rank, PipelineSlice slice) {
+    LayoutOptions o;
+    o.tp = tp, o.tp_rank = tp_rank, o.slice = slice;
+    return build(cfg, o);
+}
+
+ParamLayout ParamLayout::build(const LlamaConfig& cfg, const LayoutOptions& opt, const AttentionCore* attention,
+                               const MlpCore* mlp) {
     cfg.validate();
+    const int tp = opt.tp, tp_rank = opt.tp_rank;
+    PipelineSlice slice = opt.slice;
     CHECK(tp >= 1 && tp_rank >= 0 && tp_rank < tp, "tp rank %d must be in [0, tp %d)", tp_rank, tp);
     CHECK(cfg.n_heads % tp == 0, "tp %d must divide n_heads %lld", tp, (long long)cfg.n_heads);
     CHECK(cfg.n_kv_heads % tp == 0, "tp %d must divide n_kv_heads %lld (each rank needs whole kv heads)", tp,
@@ -63,49 +117,48 @@ ParamLayout ParamLayout::build(const LlamaConfig& cfg, int tp, int tp_rank, Pipe
     CHECK(0 <= slice.layer_begin && slice.layer_begin <= slice.layer_end && slice.layer_end <= cfg.n_layers,
           "pipeline slice layers [%lld, %lld) must lie within [0, n_layers %lld]",
           (long long)slice.layer_begin, (long long)slice.layer_end, (long long)cfg.n_layers);
-    CHECK(!(cfg.tied_embeddings && slice.has_head && !slice.has_embedding),
-          "model %s has tied embeddings: the stage with the head must also hold the embedding",
-          cfg.name.c_str());
+    static const LocalAttention default_attention(AttentionKernel::flash);
+    static const DenseSwiGLU default_mlp;
+    if (!attention) attention = &default_attention;
+    if (!mlp) mlp = &default_mlp;
 
     ParamLayout L;
     L.tp = tp, L.tp_rank = tp_rank, L.slice = slice;
-    L.units.resize(cfg.n_layers + 2);
     L.vocab_rows = (cfg.vocab + tp - 1) / tp;
     L.vocab_start = tp_rank * L.vocab_rows;
+    LayoutOptions resolved = opt;
+    resolved.slice = slice;
+    LayoutBuilder b(L, cfg, resolved);
 
-    const int64_t h = cfg.hidden, hd = cfg.head_dim(), q_dim = cfg.n_heads * hd, kv_dim = cfg.n_kv_heads * hd;
-    const float std = 0.02f, std_out = 0.02f / std::sqrt(2.0f * (float)cfg.n_layers);
-    if (slice.has_embedding) {
-        LayoutBuilder u(L, 0, "embedding");
-        u.add("model.embed_tokens.weight", {cfg.vocab, h}, Split::rows, std, L.vocab_rows);
-    }
+    const int64_t h = cfg.hidden;
+    const float std = 0.02f;
+    b.begin_unit("embedding", -1, slice.has_embedding);
+    b.add("model.embed_tokens.weight", {cfg.vocab, h}, Split::rows, std, L.vocab_rows);
+    b.end_unit();
+    // the decoder block: its two norms, and what its attention and MLP cores declare between them
     for (int64_t i = 0; i < cfg.n_layers; i++) {
-        if (i < slice.layer_begin || i >= slice.layer_end) {  // not on this stage: an empty unit in place
-            L.units[1 + i].name = "layer " + std::to_string(i);
-            L.units[1 + i].offset = L.numel;
-            continue;
+        b.begin_unit("layer " + std::to_string(i), i, i >= slice.layer_begin && i < slice.layer_end);
+        b.add("input_layernorm.weight", {h}, Split::replicated, 0);
+        attention->declare(b);
+        b.add("post_attention_layernorm.weight", {h}, Split::replicated, 0);
+        mlp->declare(b);
+        b.end_unit();
+    }
+    b.begin_unit("head", -1, slice.has_head);
+    b.add("model.norm.weight", {h}, Split::replicated, 0);
+    if (!cfg.tied_embeddings) {
+        b.add("lm_head.weight", {cfg.vocab, h}, Split::rows, std, L.vocab_rows);
+    } else if (!slice.has_embedding) {
+        // a tied model's last pipeline stage reads the embedding table as lm_head: it keeps a replica, which
+        // initialises to the same values (same name) and whose gradient is summed with the first stage's
+        const int t = b.add("model.embed_tokens.weight", {cfg.vocab, h}, Split::rows, std, L.vocab_rows);
+        if (t >= 0) {
+            b.tensor(t).sharded_on &= ~kAxisPP;
+            b.tensor(t).grad_summed_on |= kAxisPP;
         }
-        LayoutBuilder u(L, 1 + (int)i, "layer " + std::to_string(i));
-        const std::string p = "model.layers." + std::to_string(i) + ".";
-        u.add(p + "input_layernorm.weight", {h}, Split::replicated, 0);
-        u.add(p + "self_attn.q_proj.weight", {q_dim, h}, Split::rows, std);
-        u.add(p + "self_attn.k_proj.weight", {kv_dim, h}, Split::rows, std);
-        u.add(p + "self_attn.v_proj.weight", {kv_dim, h}, Split::rows, std);
-        u.add(p + "self_attn.o_proj.weight", {h, q_dim}, Split::cols, std_out);
-        u.add(p + "post_attention_layernorm.weight", {h}, Split::replicated, 0);
-        u.add(p + "mlp.gate_proj.weight", {cfg.ffn, h}, Split::rows, std);
-        u.add(p + "mlp.up_proj.weight", {cfg.ffn, h}, Split::rows, std);
-        u.add(p + "mlp.down_proj.weight", {h, cfg.ffn}, Split::cols, std_out);
     }
-    const int head = (int)cfg.n_layers + 1;
-    if (slice.has_head) {
-        LayoutBuilder u(L, head, "head");
-        u.add("model.norm.weight", {h}, Split::replicated, 0);
-        if (!cfg.tied_embeddings) u.add("lm_head.weight", {cfg.vocab, h}, Split::rows, std, L.vocab_rows);
-    } else {
-        L.units[head].name = "head";
-        L.units[head].offset = L.numel;
-    }
+    b.end_unit();
+    b.finish();
     return L;
 }
 
@@ -115,10 +168,26 @@ const ParamTensor& ParamLayout::find(const std::string& name) const {
     FAIL("no parameter tensor named '%s' in this layout", name.c_str());
 }
 
+int ParamLayout::find_in_unit(int unit, const std::string& role) const {
+    for (int t : units.at(unit).tensors)
+        if (tensors[t].role == role) return t;
+    return -1;
+}
+
+bool counts_in_grad_norm(const ParamTensor& t, const GridCoords& c, Axes optimizer_sharded) {
+    const Axes sharded = t.sharded_on | optimizer_sharded;
+    if (!(sharded & kAxisTP) && c.tp != 0) return false;
+    if (!(sharded & kAxisPP) && c.pp != 0) return false;  // a tied replica counts on the first stage only
+    if (t.sharded_on & kAxisEP) return (sharded & (kAxisDP | kAxisCP)) || c.edp == 0;
+    if (!(sharded & kAxisDP) && c.dp != 0) return false;
+    if (!(sharded & kAxisCP) && c.cp != 0) return false;
+    return true;
+}
+
 void init_params(const ParamLayout& layout, uint64_t seed, Tensor& flat) {
     CHECK(flat.numel() == layout.numel, "init_params: flat buffer has %lld elements, layout %lld",
           (long long)flat.numel(), (long long)layout.numel);
-    Tensor host = flat.device() == Device::cpu
+    Tensor host = flat.device() == Device::cpu && flat.dtype == DType::f32
                       ? flat
                       : Tensor::empty({layout.numel}, DType::f32, Device::cpu, Tag::workspace);
     for (const auto& t : layout.tensors) {
@@ -138,7 +207,13 @@ void init_params(const ParamLayout& layout, uint64_t seed, Tensor& flat) {
             init_normal(valid, seed, name_stream(t.name), t.init_std, t.row0, t.col0, t.full_shape[1]);
         }
     }
-    if (host.buf != flat.buf) copy(flat, host);
+    if (host.buf == flat.buf) return;
+    if (flat.dtype == DType::f32) {
+        copy(flat, host);
+        return;
+    }
+    Tensor on_device = flat.device() == Device::cpu ? host : host.clone(flat.device(), Tag::workspace);
+    convert(flat, on_device);  // the f32 values rounded to the parameter dtype (bf16: round to nearest even)
 }
 
 }  // namespace penta

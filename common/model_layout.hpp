@@ -1,16 +1,28 @@
 // model_layout.hpp — where every parameter lives in the ONE flat buffer, for the full model or for a
-// tensor-parallel shard / pipeline stage of it, and the initialisation that makes a shard equal to the
-// slice of the full tensor.
+// tensor-parallel shard / pipeline stage of it; what each tensor knows about its parallelism; and the
+// initialisation that makes a shard equal to the slice of the full tensor.
 //
-// Layer-major units: unit 0 = embedding, unit 1 + i = decoder layer i, unit L + 1 = head (final norm and,
+// Layer-major units: the embedding, then each decoder layer's unit(s), then the head (final norm and,
 // untied, lm_head). Each unit is one contiguous range of the flat buffer, so a DP bucket is a run of units
-// and a ZeRO shard a range of elements (DESIGN §4). Units a pipeline stage does not hold are empty.
+// and a ZeRO shard is made of a part of every unit (DESIGN §4). A layer's tensors are DECLARED by the
+// parts that use them (LayoutBuilder): the block its two norms, the attention core q/k/v/o, the MLP core
+// gate/up/down — or a MoE core a router and experts, in a unit of their own with their own reduce group.
+// Units of layers a pipeline stage does not hold are present but empty, so unit ids agree across stages.
+//
+// Each tensor records its parallelism as axes of the grid (grid.hpp):
+//   sharded_on       the axes whose ranks hold DIFFERENT parts of it (tp for the split matrices, pp for
+//                    every tensor of a stage; a MoE core adds ep for its experts)
+//   grad_summed_on   the axes whose ranks each compute a PARTIAL gradient of the same part, which must be
+//                    summed (dp and cp: other tokens; tp for the norms under sequence parallelism, which
+//                    see 1/tp of the tokens; pp for a tied embedding's replica on the last stage)
+// From those two, every layout knows which rank counts an element in the global gradient norm
+// (counts_in_grad_norm), and a data-parallel or ZeRO hook knows the group to reduce a unit over.
 // Tensor parallelism (Megatron): q/k/v/gate/up are column-parallel (rows split: heads/tp, kv_heads/tp,
 // ffn/tp), wo/w_down row-parallel (columns split), embedding and lm_head vocab-parallel (rows split, vocab
 // padded up to a multiple of tp; padding rows are zero), norms replicated.
 //
-// Playbook: "Tensor parallelism", "Pipeline parallelism", "ZeRO" (flat buffers), DESIGN §5 (init).
-// Test: `build/bin/tests -ts='ch01 np1' -tc='*layout*'`.
+// Playbook: "Tensor parallelism", "Pipeline parallelism", "ZeRO" (flat buffers), "5D parallelism",
+// DESIGN §5 (init). Test: `build/bin/tests_01 -ts='ch01 np1' -tc='*layout*'`.
 #pragma once
 #include <string>
 #include <vector>
@@ -19,6 +31,15 @@
 #include "tensor.hpp"
 
 namespace penta {
+
+class AttentionCore;
+class MlpCore;
+struct GridCoords;
+
+// The axes of the parallel grid as bits (grid.hpp): data, context, tensor, pipeline, expert.
+enum Axis : uint8_t { kAxisDP = 1, kAxisCP = 2, kAxisTP = 4, kAxisPP = 8, kAxisEP = 16 };
+using Axes = uint8_t;
+std::string axes_str(Axes a);  // "dp|cp", "-" for none
 
 // The layers [layer_begin, layer_end) a pipeline stage builds; layer_end = -1 means the last layer.
 struct PipelineSlice {
@@ -33,7 +54,8 @@ enum class Split : uint8_t { replicated, rows, cols };
 
 struct ParamTensor {
     std::string name;    // Hugging Face name, e.g. "model.layers.3.self_attn.q_proj.weight"
-    int unit = 0;        // 0 embedding, 1 + i layer i, L + 1 head
+    std::string role;    // the name inside its layer ("self_attn.q_proj.weight"); the full name elsewhere
+    int unit = 0;        // the unit that holds it
     int64_t offset = 0;  // first element in the flat buffer
     Shape shape;         // this rank's shard
     Shape full_shape;    // the whole tensor (vocab not padded)
@@ -41,19 +63,31 @@ struct ParamTensor {
     int64_t row0 = 0, col0 = 0;  // where the shard sits in the full tensor
     bool decay = true;           // AdamW weight decay (matrices yes, norm weights no)
     float init_std = 0;          // 0: a norm weight, initialised to 1
+    Axes sharded_on = kAxisPP;                  // see the file comment
+    Axes grad_summed_on = kAxisDP | kAxisCP;    // see the file comment
     int64_t numel() const { return shape.size() == 1 ? shape[0] : shape[0] * shape[1]; }
 };
 
 struct ParamUnit {
     std::string name;  // "embedding", "layer 3", "head"
+    int64_t layer = -1;  // the decoder layer it belongs to; -1: embedding or head
     int64_t offset = 0, numel = 0;
-    std::vector<int> tensors;  // indices into ParamLayout::tensors
+    std::vector<int> tensors;  // indices into ParamLayout::tensors, in flat-buffer order
+    Axes grad_summed_on = kAxisDP | kAxisCP;  // the data axes its gradients are reduced over (experts: edp)
     bool present() const { return !tensors.empty(); }
+};
+
+// What shapes the layout besides the model: the tensor-parallel shard, sequence parallelism (the norms'
+// gradients become partial sums over tp), the pipeline stage.
+struct LayoutOptions {
+    int tp = 1, tp_rank = 0;
+    bool sequence_parallel = false;
+    PipelineSlice slice;
 };
 
 struct ParamLayout {
     std::vector<ParamTensor> tensors;
-    std::vector<ParamUnit> units;  // L + 2 of them, indexed by unit id
+    std::vector<ParamUnit> units;  // indexed by unit id, in flat-buffer order
     int64_t numel = 0;             // length of the flat buffer
     int tp = 1, tp_rank = 0;
     PipelineSlice slice;      // layer_end resolved
@@ -61,16 +95,62 @@ struct ParamLayout {
     int64_t vocab_start = 0;  // first vocab id held here
 
     // Throws naming the rule when tp does not divide heads, kv heads or ffn, or the slice is out of range.
+    // The cores declare their layer tensors (nullptr: the Llama defaults, GQA attention and dense SwiGLU).
+    static ParamLayout build(const LlamaConfig& cfg, const LayoutOptions& opt, const AttentionCore* attention = nullptr,
+                             const MlpCore* mlp = nullptr);
     static ParamLayout build(const LlamaConfig& cfg, int tp = 1, int tp_rank = 0, PipelineSlice slice = {});
     int embedding_unit() const { return 0; }
-    int layer_unit(int64_t layer) const { return 1 + (int)layer; }
     int head_unit() const { return (int)units.size() - 1; }
+    int layer_unit(int64_t layer) const { return layer_units.at(layer).front(); }  // the layer's own unit
+    std::vector<std::vector<int>> layer_units;  // per decoder layer: its unit, then any a core added
     const ParamTensor& find(const std::string& name) const;  // throws naming the missing tensor
+    // the tensor of `unit` with this role; -1 when there is none
+    int find_in_unit(int unit, const std::string& role) const;
 };
 
-// Fills the flat parameter buffer (any device): matrices std * N(0, 1) from the counter RNG keyed by
-// (seed, name_stream(HF name), global element index), norms 1, vocab padding 0. Computed on the CPU so
-// every device and layout gets the same bits.
+// How the parts of a layer declare their tensors (ParamLayout::build calls it; the cores' declare() use it).
+// Tensors go into the unit begun last; a core may begin a unit of its own inside a layer (experts with
+// another reduce group), which takes the tensors until its end_unit. Offsets are assigned once every unit
+// is known, unit after unit, so each unit stays one contiguous range. In a layer the pipeline stage does
+// not hold, units are created empty and add() keeps nothing.
+class LayoutBuilder {
+   public:
+    LayoutBuilder(ParamLayout& layout, const LlamaConfig& cfg, const LayoutOptions& opt);
+    const LlamaConfig& config() const { return cfg_; }
+    int tp() const { return L_.tp; }
+    int64_t layer() const { return layer_; }  // the layer being declared; -1 outside layers
+
+    // begins a unit; layer: the decoder layer it belongs to (-1: embedding or head); held: false for a
+    // layer this stage does not build (the unit stays empty)
+    int begin_unit(const std::string& name, int64_t layer, bool held = true, Axes grad_summed_on = kAxisDP | kAxisCP);
+    void end_unit();
+    // One tensor of the current unit, cut by `split` over tp (local_rows: the rows of a vocab-padded
+    // shard). role: its name inside the layer (the HF name is "model.layers.<i>." + role), or the full
+    // name outside layers. Returns its index, or -1 when the unit is not held.
+    int add(const std::string& role, Shape full, Split split, float init_std, int64_t local_rows = -1);
+    ParamTensor& tensor(int index) { return L_.tensors.at(index); }  // to refine what add() recorded
+    // assigns offsets; the layout is complete afterwards
+    void finish();
+
+   private:
+    ParamLayout& L_;
+    const LlamaConfig& cfg_;
+    LayoutOptions opt_;
+    int64_t layer_ = -1;
+    std::vector<int> open_;     // units begun and not ended, innermost last
+    std::vector<bool> held_;    // per unit
+};
+
+// Does this rank count the tensor's gradient in the global norm? Of all ranks holding the same final
+// gradient values, exactly one does: coordinate 0 on every axis the tensor is not sharded on. Axes in
+// optimizer_sharded are sharded too (ZeRO: each dp rank updates and holds only its part). A tensor sharded
+// on ep is replicated over edp, not over dp and cp. Summing the counted squares over every rank (one
+// all-reduce) then gives the global norm, whatever the layout.
+bool counts_in_grad_norm(const ParamTensor& t, const GridCoords& c, Axes optimizer_sharded = 0);
+
+// Fills the flat parameter buffer (any device, any float dtype): matrices std * N(0, 1) from the counter
+// RNG keyed by (seed, name_stream(HF name), global element index), norms 1, vocab padding 0. Computed in
+// f32 on the CPU so every device and layout gets the same bits, then converted to the buffer's dtype.
 void init_params(const ParamLayout& layout, uint64_t seed, Tensor& flat);
 
 }  // namespace penta

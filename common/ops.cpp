@@ -96,10 +96,13 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const 
                       Tensor& dw) {
     need_f32("rmsnorm_backward", "x", x, 2);
     need("rmsnorm_backward", "dy", dy, DType::f32, x.shape);
-    need("rmsnorm_backward", "w", w, DType::f32, {x.size(1)});
-    need("rmsnorm_backward", "dw", dw, DType::f32, {x.size(1)});
     need("rmsnorm_backward", "rstd", rstd, DType::f32, {x.size(0)});
-    need("rmsnorm_backward", "dx", dx, DType::f32, x.shape);
+    CHECK(dx.defined() || dw.defined(), "rmsnorm_backward: neither dx nor dw is wanted");
+    if (dx.defined()) {  // the input gradient reads the weight; the weight gradient does not
+        need("rmsnorm_backward", "w", w, DType::f32, {x.size(1)});
+        need("rmsnorm_backward", "dx", dx, DType::f32, x.shape);
+    }
+    if (dw.defined()) need("rmsnorm_backward", "dw", dw, DType::f32, {x.size(1)});
     same_device("rmsnorm_backward", {&dy, &x, &w, &rstd, &dx, &dw});
     DISPATCH(x.device(), rmsnorm_backward, dy, x, w, rstd, dx, dw);
 }

@@ -28,7 +28,9 @@ void matmul(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool trans
 
 // Linear without bias, the PyTorch / Hugging Face layout: W is (out, in), y = x @ W^T.
 void linear_forward(const Tensor& x, const Tensor& W, Tensor& y);  // x (N, in) -> y (N, out)
-// dx (N, in) = dy @ W (overwritten; skipped when dx is undefined); dW (out, in) += dy^T @ x
+// dx (N, in) = dy @ W (overwritten; skipped when dx is undefined); dW (out, in) += dy^T @ x (skipped when dW
+// is undefined). The two halves are independent: the input gradient (B) needs W, the weight gradient (W)
+// needs only dy and x, which is what lets zero-bubble pipeline schedules run them at different times.
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& W, Tensor& dx, Tensor& dW);
 
 // ---- embedding ---------------------------------------------------------------------------------------
@@ -40,6 +42,8 @@ void embedding_backward(const Tensor& tokens, const Tensor& dout, Tensor& dtable
 // ---- RMSNorm -----------------------------------------------------------------------------------------
 // y = x / sqrt(mean(x^2) + eps) * w ; x, y (N, h); w (h); rstd (N) saved for backward
 void rmsnorm_forward(const Tensor& x, const Tensor& w, Tensor& y, Tensor& rstd, float eps);
+// dx (N, h) overwritten, dw (h) accumulated; either may be undefined (skipped): the input gradient alone
+// (B, needs w) or the weight gradient alone (W, needs only dy, x, rstd), with the bits of the fused call
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, Tensor& dx,
                       Tensor& dw);
 

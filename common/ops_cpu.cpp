@@ -106,19 +106,26 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const 
     const int64_t N = x.size(0), h = x.size(1);
     const float* dyp = dy.ptr<float>();  // (N, h)
     const float* xp = x.ptr<float>();    // (N, h)
-    const float* wp = w.ptr<float>();    // (h)
     const float* rp = rstd.ptr<float>(); // (N)
-    float* dxp = dx.ptr<float>();        // (N, h)
-    float* dwp = dw.ptr<float>();        // (h)
-    for (int64_t n = 0; n < N; n++) {
-        const float* dyr = dyp + n * h;
-        const float* xr = xp + n * h;
-        const float r = rp[n];
-        const double dot = sum_f64(h, [&](int64_t i) { return (double)dyr[i] * wp[i] * xr[i]; });
-        const float c = (float)(dot * r * r * r / h);
-        for (int64_t i = 0; i < h; i++) {
-            dwp[i] += dyr[i] * xr[i] * r;
-            dxp[n * h + i] = r * dyr[i] * wp[i] - c * xr[i];
+    if (dx.defined()) {  // the input gradient (B)
+        const float* wp = w.ptr<float>();  // (h)
+        float* dxp = dx.ptr<float>();      // (N, h)
+        for (int64_t n = 0; n < N; n++) {
+            const float* dyr = dyp + n * h;
+            const float* xr = xp + n * h;
+            const float r = rp[n];
+            const double dot = sum_f64(h, [&](int64_t i) { return (double)dyr[i] * wp[i] * xr[i]; });
+            const float c = (float)(dot * r * r * r / h);
+            for (int64_t i = 0; i < h; i++) dxp[n * h + i] = r * dyr[i] * wp[i] - c * xr[i];
+        }
+    }
+    if (dw.defined()) {  // the weight gradient (W), summed over rows in row order
+        float* dwp = dw.ptr<float>();  // (h)
+        for (int64_t n = 0; n < N; n++) {
+            const float* dyr = dyp + n * h;
+            const float* xr = xp + n * h;
+            const float r = rp[n];
+            for (int64_t i = 0; i < h; i++) dwp[i] += dyr[i] * xr[i] * r;
         }
     }
 }

@@ -13,7 +13,7 @@ std::vector<ParamRange> ranges_in_shard(const std::vector<ParamRange>& full, int
     std::vector<ParamRange> out;
     for (const auto& r : full) {
         int64_t lo = std::max(r.offset, start), hi = std::min(r.offset + r.count, start + count);
-        if (lo < hi) out.push_back(ParamRange{lo - start, hi - lo, r.decay});
+        if (lo < hi) out.push_back(ParamRange{lo - start, hi - lo, r.decay, r.in_norm});
     }
     return out;
 }
@@ -32,10 +32,13 @@ float clip_scale(double grad_norm, float max_norm) {
     return (float)std::min(1.0, (double)max_norm / (grad_norm + 1e-6));
 }
 
-AdamW::AdamW(Tensor param_, Tensor grad_, std::vector<ParamRange> ranges, AdamWConfig cfg_)
-    : cfg(cfg_), param(std::move(param_)), grad(std::move(grad_)), ranges_(std::move(ranges)) {
-    CHECK(param.dtype == DType::f32 && grad.dtype == DType::f32, "AdamW: params and grads must be f32, got %s and %s",
-          dtype_name(param.dtype), dtype_name(grad.dtype));
+AdamW::AdamW(Tensor param_, Tensor grad_, std::vector<ParamRange> ranges, AdamWConfig cfg_, bool fp32_master,
+             Comm* norm_group_)
+    : cfg(cfg_), param(std::move(param_)), grad(std::move(grad_)), norm_group(norm_group_), ranges_(std::move(ranges)) {
+    CHECK(grad.dtype == DType::f32, "AdamW: gradients must be f32, got %s", dtype_name(grad.dtype));
+    CHECK(param.dtype == DType::f32 || fp32_master,
+          "AdamW: %s parameters need an fp32 master copy (fp32_master): the update is computed in f32",
+          dtype_name(param.dtype));
     CHECK(param.numel() == grad.numel(), "AdamW: %ld parameters but %ld gradients", (long)param.numel(),
           (long)grad.numel());
     CHECK(param.device() == grad.device(), "AdamW: params on %s, grads on %s", device_name(param.device()),
@@ -54,22 +57,32 @@ AdamW::AdamW(Tensor param_, Tensor grad_, std::vector<ParamRange> ranges, AdamWC
               "AdamW: ranges [%ld, +%ld) and [%ld, +%ld) overlap", (long)sorted[i - 1].offset,
               (long)sorted[i - 1].count, (long)r.offset, (long)r.count);
     }
+    if (fp32_master) {
+        master = Tensor::empty({n}, DType::f32, param.device(), Tag::master);
+        if (param.dtype == DType::f32) copy(master, param);
+        else convert(master, param);  // the weights as they are now, exactly (bf16 -> f32 is exact)
+    }
     m = Tensor::zeros({n}, DType::f32, param.device(), Tag::optim);
     v = Tensor::zeros({n}, DType::f32, param.device(), Tag::optim);
 }
 
-double AdamW::grad_norm() const {
+double AdamW::local_sum_squares() const {
     double local = 0;
-    for (const auto& r : ranges_) local += sum_squares(grad.flat(r.offset, r.count));
-    return std::sqrt(reduce_sum_squares(local));
+    for (const auto& r : ranges_)
+        if (r.in_norm) local += sum_squares(grad.flat(r.offset, r.count));
+    return local;
 }
 
-double AdamW::step(float lr, float max_norm) {
-    const double norm = grad_norm();
-    CHECK(std::isfinite(norm),
-          "AdamW: gradient norm is %f at step %d (the run diverged: lower the learning rate or clip the grad norm)",
-          norm, step_count + 1);
-    const float scale = clip_scale(norm, max_norm);
+double AdamW::grad_norm() {
+    double sum = local_sum_squares();
+    if (norm_group) {
+        sum = norm_group->all_reduce_scalar(sum);
+        norm_reductions++;
+    }
+    return std::sqrt(sum);
+}
+
+void AdamW::update(float lr, float grad_scale) {
     step_count++;
     for (const auto& r : ranges_) {
         AdamWConfig c = cfg;
@@ -77,8 +90,23 @@ double AdamW::step(float lr, float max_norm) {
         if (!r.decay) c.weight_decay = 0.0f;
         Tensor p = param.flat(r.offset, r.count), g = grad.flat(r.offset, r.count);
         Tensor mr = m.flat(r.offset, r.count), vr = v.flat(r.offset, r.count);
-        adamw_step(p, g, mr, vr, c, step_count, scale);
+        if (!master.defined()) {
+            adamw_step(p, g, mr, vr, c, step_count, grad_scale);
+            continue;
+        }
+        Tensor w = master.flat(r.offset, r.count);
+        adamw_step(w, g, mr, vr, c, step_count, grad_scale);  // the fp32 master takes the step
+        if (p.dtype == DType::f32) copy(p, w);
+        else convert(p, w);  // and the weights the model reads are its rounding
     }
+}
+
+double AdamW::step(float lr, float max_norm) {
+    const double norm = grad_norm();
+    CHECK(std::isfinite(norm),
+          "AdamW: gradient norm is %f at step %d (the run diverged: lower the learning rate or clip the grad norm)",
+          norm, step_count + 1);
+    update(lr, clip_scale(norm, max_norm));
     return norm;
 }
 

@@ -5,20 +5,27 @@
 // the gradient range of the same size, so the same class updates the full model (one rank, DP) or one
 // rank's 1/N shard (ZeRO-1/2/3). Its moments m and v are allocated with Tag::optim, so the memory table
 // shows them.
-// Tested by tests/test_optim.cpp: `build/bin/tests -ts='ch01 np1' -tc='*AdamW*,*clip*,*LR*'`.
+// With a precision policy of bf16 weights it steps an fp32 master copy (Tag::master) and writes the
+// weights back rounded (playbook: "Mixed precision training"). The global gradient norm is one all-reduce
+// of partial sums over the ranks, each counting the elements it owns (model_layout.hpp).
+// Tested by tests/01_single_gpu/test_optim.cpp: `make test CH=01`.
 #pragma once
 #include <functional>
 #include <vector>
 
+#include "comm.hpp"
 #include "ops.hpp"
 
 namespace penta {
 
 // A run of parameters with one weight-decay rule: matrices and embeddings decay, norm weights do not
-// (decaying a norm gain towards 0 would fight the normalisation it exists for).
+// (decaying a norm gain towards 0 would fight the normalisation it exists for). in_norm: this rank counts
+// the run in the global gradient norm (counts_in_grad_norm: of the ranks holding the same gradient values,
+// exactly one does).
 struct ParamRange {
     int64_t offset = 0, count = 0;  // elements, relative to the buffer the optimizer holds
     bool decay = true;
+    bool in_norm = true;
 };
 
 // The part of `full` (ranges over the whole flat buffer) that falls inside [start, start + count),
@@ -36,25 +43,33 @@ struct LRSchedule {
 
 class AdamW {
    public:
-    // param, grad: f32, same numel and device (the whole flat buffer, or one rank's shard of it).
-    // ranges: disjoint, inside the buffer; elements outside every range are not updated.
-    // Empty ranges: one decayed range over everything.
-    AdamW(Tensor param, Tensor grad, std::vector<ParamRange> ranges, AdamWConfig cfg);
+    // param: the weights it updates (the whole flat buffer, or one rank's shard of it), in the precision
+    // policy's parameter dtype; grad: f32, same numel and device. ranges: disjoint, inside the buffer;
+    // elements outside every range are not updated. Empty ranges: one decayed range over everything.
+    // fp32_master: keep an f32 copy of the weights (Tag::master, initialised from param), step it, and
+    // write it back rounded into param; required when param is not f32.
+    // norm_group: the group whose ranks together hold every gradient once (the world, counted by the
+    // ranges' in_norm); nullptr: this rank holds them all.
+    AdamW(Tensor param, Tensor grad, std::vector<ParamRange> ranges, AdamWConfig cfg, bool fp32_master = false,
+          Comm* norm_group = nullptr);
 
-    // Sum over the ranges of this rank's grad^2 -> reduce (sum over the ranks that hold other shards;
-    // identity when this rank holds every gradient) -> sqrt. Clips to max_norm (<= 0: no clipping) by
-    // passing min(1, max_norm / (norm + 1e-6)) as adamw_step's grad_scale, then updates every range with
-    // lr. Returns the norm BEFORE clipping, the number the step log prints.
+    // The global gradient norm (grad_norm), then clips to max_norm (<= 0: no clipping) and updates every
+    // range with lr (update). Returns the norm BEFORE clipping, the number the step log prints.
     double step(float lr, float max_norm);
+    // sum of grad^2 over the ranges this rank counts (in_norm), accumulated in double
+    double local_sum_squares() const;
+    // sqrt of local_sum_squares summed over norm_group: ONE all-reduce, whatever the layout
+    double grad_norm();
+    // one AdamW update of every range with the gradient scaled by grad_scale (the clipping factor)
+    void update(float lr, float grad_scale);
 
-    // the global gradient norm as step() computes it, without updating anything
-    double grad_norm() const;
-
-    std::function<double(double)> reduce_sum_squares = [](double s) { return s; };
     AdamWConfig cfg;
     int step_count = 0;  // optimizer steps taken; the next one uses step_count + 1 for bias correction
     Tensor param, grad;
-    Tensor m, v;  // first and second moments, Tag::optim, same size as param
+    Tensor master;  // f32 copy of param when fp32_master (Tag::master), else undefined
+    Tensor m, v;    // first and second moments, Tag::optim, same size as param
+    Comm* norm_group = nullptr;
+    int64_t norm_reductions = 0;  // all-reduces grad_norm made (one per step)
     const std::vector<ParamRange>& ranges() const { return ranges_; }
 
    private:

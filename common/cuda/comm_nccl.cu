@@ -344,7 +344,7 @@ class NcclComm : public Comm {
         record(CommOp::barrier, 0.0);
     }
 
-    double all_reduce_scalar(double x, ReduceOp op) override {
+    double reduce_scalar(double x, ReduceOp op) override {
         st_->flush();
         double* d = (double*)st_->scratch.data();
         CUDA_CHECK(cudaMemcpyAsync(d, &x, sizeof x, cudaMemcpyHostToDevice, st_->stream));

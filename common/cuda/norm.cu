@@ -140,9 +140,13 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const 
                       Tensor& dw) {
     const int64_t N = x.size(0), h = x.size(1);
     if (N == 0 || h == 0) return;
-    rmsnorm_backward_dx_kernel<<<(unsigned)N, kThreads>>>(dy.ptr<float>(), x.ptr<float>(), w.ptr<float>(),
-                                                          rstd.ptr<float>(), dx.ptr<float>(), h);
-    KERNEL_CHECK();
+    if (dx.defined()) {  // B: the input gradient (reads w)
+        rmsnorm_backward_dx_kernel<<<(unsigned)N, kThreads>>>(dy.ptr<float>(), x.ptr<float>(), w.ptr<float>(),
+                                                              rstd.ptr<float>(), dx.ptr<float>(), h);
+        KERNEL_CHECK();
+    }
+    if (!dw.defined()) return;
+    // W: the weight gradient (reads no weight)
     const int groups = (int)std::min<int64_t>(N, kRowGroups);
     Tensor partial = workspace(groups * h * sizeof(float));  // (groups, h)
     const dim3 grid((unsigned)((h + kThreads - 1) / kThreads), groups);

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "../common/formulas.hpp"
-#include "../common/runtime.hpp"
+#include "formulas.hpp"
+#include "runtime.hpp"
 
 namespace penta {
 
@@ -54,7 +54,7 @@ void configure_log(TrainLoop& loop, const LlamaConfig& mc, Device device, int nu
     // lm_head's FLOPs count even when tied; the embedding lookup is not a matmul
     const int64_t matmul_params = mc.n_params() - (mc.tied_embeddings ? 0 : mc.vocab * mc.hidden);
     loop.log.flops_per_token = model_flops_per_token(matmul_params, mc.n_layers, mc.n_heads * mc.head_dim(), loop.cfg.seq);
-    loop.log.peak_flops = device_peak_flops(device, DType::f32).flops;
+    loop.log.peak_flops = device_peak_flops(device, loop.trainer.model.precision().act).flops;
     loop.log.num_devices = num_devices;
     loop.log.device = device;
     loop.log.jsonl_path = loop.cfg.log_jsonl;
@@ -95,8 +95,8 @@ StepResult run_training(TrainLoop& L) {
         inject_failure_if_due(cfg, s + 1);
         Timer timer;
         float lr = schedule.at(s + 1);
-        r = training_step(L.model, L.hooks, L.data, s, L.plan, lr, cfg.grad_clip);
-        device_synchronize(L.model.device());
+        r = training_step(L.trainer, L.data, s, L.plan, lr, cfg.grad_clip);
+        device_synchronize(L.trainer.model.device());
         StepRecord rec;
         rec.step = s + 1;
         rec.total_steps = cfg.steps;
@@ -108,10 +108,11 @@ StepResult run_training(TrainLoop& L) {
         const bool last = s + 1 == cfg.steps;
         const bool eval_now = cfg.eval_every > 0 && ((s + 1) % cfg.eval_every == 0 || last);
         if (eval_now) {
-            Eval e = evaluate(L.model, L.data, cfg, L.full_logits);
+            Eval e = evaluate(L.trainer.model, L.data, cfg, L.full_logits);
             rec.task_accuracy = e.accuracy;
             rec.extra.push_back({"val loss", e.loss});
         }
+        if (r.aux_loss != 0) rec.extra.push_back({"aux loss", r.aux_loss});  // a MoE core's load balancing
         if (L.on_step) L.on_step(rec, r);
         log.log(rec, (s + 1) % cfg.log_every == 0 || s == 0 || last || eval_now);
     }

@@ -1,15 +1,15 @@
 // train_loop.hpp — the parts of a training program every chapter shares: resolving --device and --model,
-// the held-out evaluation, and the step loop with its log line. Chapter 01's train.cpp uses them with
-// the single-device hooks; each later chapter passes its own StepHooks (training_step.hpp) and adds its
-// own fields to the log, so the loop is written once.
+// the held-out evaluation, and the step loop with its log line. Chapter 01's train.cpp runs it with a bare
+// Trainer (one device); each later chapter puts its own hooks in the Trainer (training_step.hpp) and adds
+// its own fields to the log, so the loop is written once.
 //   build/bin/01_single_gpu --model small          (chapter 01)
 //   mpirun -np 2 build/bin/02_data_parallel --dp 2  (chapter 02 runs the same loop with DP hooks)
 #pragma once
 #include <functional>
 #include <string>
 
-#include "../common/config.hpp"
-#include "../common/metrics.hpp"
+#include "config.hpp"
+#include "metrics.hpp"
 #include "training_step.hpp"
 
 namespace penta {
@@ -36,8 +36,7 @@ Eval evaluate(Model& model, const Dataset& data, const TrainConfig& cfg,
               const std::function<Tensor(const Tensor&)>& full_logits = {});
 
 struct TrainLoop {
-    Model& model;
-    StepHooks& hooks;
+    Trainer& trainer;
     const Dataset& data;
     const TrainConfig& cfg;
     BatchPlan plan;

@@ -1,0 +1,40 @@
+// precision.hpp — the precision policy: in which dtype each kind of tensor lives, passed through the model,
+// the optimizer and the communication, so no chapter names a dtype for a tensor the policy decides.
+//
+//   param   the weights as stored (and as ZeRO-3 gathers them)
+//   grad    the gradients as backward accumulates them
+//   act     the activations, and the dtype the matmuls compute in (weights of another dtype are converted
+//           to it unit by unit when the model acquires them)
+//   comm    the dtype gradients are reduced in (data parallelism, ZeRO)
+//   fp32_master   the optimizer keeps an fp32 copy of the weights it updates (Tag::master), steps that copy
+//                 and writes it back rounded to `param`: small updates are not lost to bf16's 8-bit mantissa
+// The default is all fp32 without a master copy: chapters 01-05 as they were, bit for bit.
+//
+// Playbook: "Mixed precision training" (bf16 weights with fp32 master weights and optimizer states: the
+// 2Ψ + 2Ψ + 12Ψ of the memory tables). Chapter 11 adds bf16/fp16/fp8 compute and loss scaling; until then
+// the CPU ops compute in fp32, so act, grad and comm must be f32 (validate says so).
+// Test: `make test CH=01` (the bf16-parameter smoke test in tests/01_single_gpu/test_precision.cpp).
+#pragma once
+#include <string>
+
+#include "tensor.hpp"
+
+namespace penta {
+
+struct Precision {
+    DType param = DType::f32;
+    DType grad = DType::f32;
+    DType act = DType::f32;
+    DType comm = DType::f32;
+    bool fp32_master = false;
+
+    // bf16 weights (half the bytes, also for ZeRO-3's gathers), fp32 master weights, fp32 gradients and
+    // compute: the policy of the playbook's mixed-precision memory table, minus bf16 compute
+    static Precision bf16_params() { return Precision{DType::bf16, DType::f32, DType::f32, DType::f32, true}; }
+    bool is_default() const;
+    std::string str() const;  // "param bf16, grad f32, act f32, comm f32, fp32 master"
+    // throws naming the field and the rule when a combination is not supported (yet)
+    void validate() const;
+};
+
+}  // namespace penta

@@ -1,0 +1,29 @@
+// schedule.cpp — the Sequential schedule (schedule.hpp): forward then backward of each micro-batch.
+// Playbook: "First steps: training on one GPU" (gradient accumulation). Test: `make test CH=01`.
+#include "schedule.hpp"
+
+#include "training_step.hpp"
+
+namespace penta {
+
+ScheduleResult Sequential::run(Model& model, std::vector<MicroBatch>& micro_batches, double global_tokens,
+                               StageLink& link, StepHooks& hooks) {
+    ScheduleResult r;
+    const Device dev = model.device();
+    for (size_t i = 0; i < micro_batches.size(); i++) {
+        const MicroBatch& mb = micro_batches[i];
+        const int64_t before = mem_stats(dev).current[(int)Tag::activations];
+        MicroBatchActs acts = model.forward(mb, global_tokens, link.recv_forward(mb));
+        if (i == 0) r.saved_activation_bytes = mem_stats(dev).current[(int)Tag::activations] - before;
+        r.loss += acts.loss;
+        r.aux_loss += acts.aux_loss;
+        if (acts.output.defined()) link.send_forward(mb, acts.output);
+        hooks.before_backward((int64_t)i, i + 1 == micro_batches.size());
+        // gradients accumulate into model.grads() (or the layout's gradient sink)
+        Tensor d_input = model.backward(acts, link.recv_backward(mb));
+        if (d_input.defined()) link.send_backward(mb, d_input);
+    }
+    return r;
+}
+
+}  // namespace penta
