@@ -5,11 +5,11 @@
 // when the tokens do not split evenly.
 // Playbook: "Sequence parallelism". Run: `make test CH=05`, or
 //   mpirun --allow-run-as-root --oversubscribe -np 2 build/bin/tests -ts='ch05 np2'
-#include "../05_sequence_parallel/sequence_parallel.hpp"
-#include "../04_tensor_parallel/vocab_parallel.hpp"
-#include "../common/formulas.hpp"
-#include "../common/grid.hpp"
-#include "tp_testing.hpp"
+#include "../../05_sequence_parallel/sequence_parallel.hpp"
+#include "../../04_tensor_parallel/vocab_parallel.hpp"
+#include "../../common/formulas.hpp"
+#include "../../common/grid.hpp"
+#include "../04_tensor_parallel/tp_testing.hpp"
 
 using namespace penta;
 using namespace penta::testing;

@@ -9,13 +9,13 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../02_data_parallel/data_parallel.hpp"
-#include "../03_zero/zero.hpp"
-#include "../04_tensor_parallel/tp_training.hpp"
-#include "../04_tensor_parallel/vocab_parallel.hpp"
-#include "../05_sequence_parallel/sequence_parallel.hpp"
-#include "../common/formulas.hpp"
-#include "../common/grid.hpp"
+#include "../../02_data_parallel/data_parallel.hpp"
+#include "../../03_zero/zero.hpp"
+#include "../../04_tensor_parallel/tp_training.hpp"
+#include "../../04_tensor_parallel/vocab_parallel.hpp"
+#include "../../05_sequence_parallel/sequence_parallel.hpp"
+#include "../../common/formulas.hpp"
+#include "../../common/grid.hpp"
 
 using namespace penta;
 using namespace penta::testing;

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "../04_tensor_parallel/tensor_parallel.hpp"
-#include "../common/data.hpp"
-#include "../common/grid.hpp"
-#include "../common/model.hpp"
-#include "equivalence.hpp"
+#include "../../04_tensor_parallel/tensor_parallel.hpp"
+#include "../../common/data.hpp"
+#include "../../common/grid.hpp"
+#include "../../common/model.hpp"
+#include "../01_single_gpu/equivalence.hpp"
 
 namespace penta::tp_testing {
 
