@@ -56,7 +56,7 @@ LIB     := $(OBJ)/libpenta.a
 CHAPTERS := $(patsubst %/train.cpp,%,$(wildcard [0-9][0-9]_*/train.cpp))
 CH_BINS  := $(CHAPTERS:%=$(BIN)/%)
 CH_OBJ   := $(patsubst %.cpp,$(OBJ)/%.o,$(filter-out %/train.cpp,$(wildcard [0-9][0-9]_*/*.cpp)))
-TEST_OBJ := $(patsubst %.cpp,$(OBJ)/%.o,$(wildcard tests/*.cpp))
+TEST_OBJ := $(patsubst %.cpp,$(OBJ)/%.o,$(wildcard tests/*.cpp tests/*/*.cpp))
 BENCH_BINS := $(patsubst bench/%.cpp,$(BIN)/bench_%,$(wildcard bench/*.cpp))
 
 .PHONY: all deps test run bench clean help

@@ -7,7 +7,7 @@
 # Test suites are named "chNN npK": chapter NN, run on K ranks. The binary reduces each test's outcome
 # over its ranks and prints "N passed, N failed, N skipped"; this script adds those up over the world
 # sizes and ends with "total: N passed, N failed, N skipped". It fails if any test failed, or a run died
-# or printed no summary. Chapter 02 (and the whole run) also runs tests/abort_test.sh, whose summary line
+# or printed no summary. Chapter 02 (and the whole run) also runs tests/02_data_parallel/abort_test.sh, whose summary line
 # is added the same way. MPIRUN comes from the Makefile (as root: --allow-run-as-root; --oversubscribe).
 set -uo pipefail
 bin=${1:?usage: run_tests.sh TEST_BINARY [CHAPTER]}
@@ -56,12 +56,12 @@ for k in $sizes; do
     count "the $k-rank run" "${PIPESTATUS[0]}" "$log"
     rm -f "$log"
 done
-# chapter 02's failing-rank test is a script (it starts its own 4-rank job): tests/abort_test.sh
+# chapter 02's failing-rank test is a script (it starts its own 4-rank job): tests/02_data_parallel/abort_test.sh
 if [ -z "$ch" ] || [ "$ch" = 02 ]; then
-    echo "=== abort test: tests/abort_test.sh"
+    echo "=== abort test: tests/02_data_parallel/abort_test.sh"
     log=$(mktemp)
-    MPIRUN="$mpirun_cmd" bash "$(dirname "$0")/../tests/abort_test.sh" "$(dirname "$bin")" 2>&1 | tee "$log"
-    count "tests/abort_test.sh" "${PIPESTATUS[0]}" "$log"
+    MPIRUN="$mpirun_cmd" bash "$(dirname "$0")/../tests/02_data_parallel/abort_test.sh" "$(dirname "$bin")" 2>&1 | tee "$log"
+    count "tests/02_data_parallel/abort_test.sh" "${PIPESTATUS[0]}" "$log"
     rm -f "$log"
 fi
 echo "tests took $(( $(date +%s) - start )) s"

@@ -8,7 +8,7 @@
 # The same command without the injection must exit 0, so the failure is the injection's and nothing else.
 # Prints "N passed, N failed, N skipped" like the test binary; scripts/run_tests.sh adds it to the total.
 #
-#   bash tests/abort_test.sh build/bin          (BIN dir; MPIRUN from the environment, as make sets it)
+#   bash tests/02_data_parallel/abort_test.sh build/bin    (BIN dir; MPIRUN from the environment, as make sets it)
 set -uo pipefail
 bin=${1:-build/bin}
 mpirun_cmd=${MPIRUN:-mpirun --oversubscribe}

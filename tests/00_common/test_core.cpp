@@ -7,7 +7,7 @@
 //
 // Expected codes were derived from the formats by hand and cross-checked: bf16 with torch
 // (x.to(torch.bfloat16)), f16 with numpy.float16, fp8 with a nearest-value search over all 256 codes.
-#include "../common/core.hpp"
+#include "../../common/core.hpp"
 
 // The library's throwing CHECK, captured here because testing.hpp replaces CHECK with doctest's.
 static const int kLibraryCheckLine = __LINE__ + 1;
@@ -18,7 +18,7 @@ static void library_check_positive(int v) { CHECK(v > 0, "v = %d must be positiv
 #include <ios>
 #include <limits>
 
-#include "testing.hpp"
+#include "../testing.hpp"
 
 using namespace penta;
 

@@ -1,18 +1,21 @@
-// tp_testing.hpp — what the tensor- and sequence-parallel tests share (tests/test_tp.cpp, tests/test_sp.cpp;
-// implemented in tests/tp_testing.cpp): small models whose heads every tp divides, a random-token dataset,
-// a runner that trains N steps in any dp × tp (× sp, ZeRO-1) layout with the programs' own optimizer setup
-// and returns the losses, grad norms, gathered weights and per-layer traffic, and the check of such a run
-// against the single-rank run of the same steps (DESIGN §7).
+// tp_testing.hpp — what the tensor- and sequence-parallel tests share (tests/04_tensor_parallel/test_tp.cpp,
+// tests/05_sequence_parallel/test_sp.cpp; implemented in tp_testing.cpp): small models whose heads every tp
+// divides, a random-token dataset, a runner that trains N steps in any dp × tp (× sp, ZeRO-1) layout with the
+// programs' own optimizer setup and returns the losses, grad norms, gathered weights and per-layer traffic,
+// and the check of such a run against the single-rank run of the same steps (DESIGN §7).
+// A chapter-04 helper: it includes no later chapter, so SP's pieces come in as SpParts from chapter 05's tests.
 // Playbook: "Tensor parallelism", "Sequence parallelism". Run: `make test CH=04`, `make test CH=05`.
 #pragma once
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "../04_tensor_parallel/tensor_parallel.hpp"
-#include "../common/data.hpp"
-#include "../common/grid.hpp"
-#include "../common/model.hpp"
-#include "equivalence.hpp"
+#include "../../04_tensor_parallel/tensor_parallel.hpp"
+#include "../../common/data.hpp"
+#include "../../common/grid.hpp"
+#include "../../common/model.hpp"
+#include "../01_single_gpu/equivalence.hpp"
 
 namespace penta::tp_testing {
 
@@ -29,6 +32,21 @@ struct RandomTokens : Dataset {
     int32_t vocab;
 };
 
+// Chapter 05's pieces that a layout with sequence parallelism needs (05_sequence_parallel/sequence_parallel.hpp).
+// This chapter-04 helper may not include a later chapter (scripts/check_layering.sh), so chapter 05's tests
+// pass them in: sp_parts() of tests/05_sequence_parallel/sp_testing.hpp. Chapter 04's tests pass none.
+struct SpParts {
+    // SP's boundary on the tp group (SequenceParallel)
+    std::function<std::unique_ptr<TensorParallel>(Comm& tp)> boundary;
+    // inner wrapped as chapter 05's program wraps the step's hooks (SequenceParallelHooks: once the gradients
+    // are complete, the norm weights' gradients summed over tp); pieces as for replicated_ranges
+    std::function<std::unique_ptr<StepHooks>(StepHooks& inner, AdamW& optim, const ParamLayout& layout, Comm& tp,
+                                             const std::vector<ShardPiece>& pieces)>
+        hooks;
+    // the bytes the norm / residual regions keep for backward (norm_region_activation_bytes)
+    std::function<int64_t(const MicroBatchActs& acts)> norm_region_bytes;
+};
+
 struct Layout {
     int tp = 1, dp = 1;
     bool sp = false, zero1 = false;
@@ -41,18 +59,20 @@ struct Layout {
 // losses and grad norms per step, the final weights gathered into the unsharded layout, and traffic
 struct Run : penta::testing::Trained {
     std::vector<LayerTraffic::Bytes> traffic;  // per layer, for one measured micro-batch before training
-    int64_t norm_region_bytes = 0;             // that micro-batch's norm_region_activation_bytes
+    int64_t norm_region_bytes = 0;             // that micro-batch's sp->norm_region_bytes (0 without sp)
 };
 
 // steps of AdamW (clipping active) on RandomTokens, on a grid of dp × tp ranks (the whole world), with
-// make_tp_optimizer's optimizer and hooks (tp_training.hpp), wrapped in SequenceParallelHooks for SP
-Run run_layout(const LlamaConfig& cfg, const Layout& layout, int steps);
+// make_tp_optimizer's optimizer and hooks (tp_training.hpp), wrapped in sp->hooks (SequenceParallelHooks) for
+// SP. sp: chapter 05's parts, required when layout.sp; given, they also measure norm_region_bytes.
+Run run_layout(const LlamaConfig& cfg, const Layout& layout, int steps, const SpParts* sp = nullptr);
 
 // run_layout against the single-rank run of the same global batch (one micro-batch of dp·mb·ga sequences):
 // losses and grad norms per step within rtol, the final weights within rtol + rtol × the tensor's largest
-// element (equivalence.hpp says why). `note` is added to the layout's name in failure messages.
+// element (equivalence.hpp says why). `note` is added to the layout's name in failure messages; sp as for
+// run_layout.
 void check_trains_like_one_rank(const LlamaConfig& cfg, const Layout& layout, int steps, double rtol,
-                                const std::string& note = "");
+                                const std::string& note = "", const SpParts* sp = nullptr);
 
 // The pieces against the unsharded computation, on the ranks of b's group (seq_split: SP's token rows):
 // a column-parallel linear followed by a row-parallel one between b's enter and exit, forward and backward,
@@ -63,8 +83,9 @@ void check_head_split_attention(TensorParallel& b, bool seq_split);
 // the vocab-parallel embedding of a V-word table followed by b's exit, forward and backward
 void check_vocab_embedding(TensorParallel& b, int64_t V, bool seq_split);
 // one forward + backward of the sharded model with b and the vocab-parallel loss: the loss, every gathered
-// gradient (after SequenceParallelHooks' norm-gradient sum when b is SP) and the gathered logits
-void check_model_step(const LlamaConfig& cfg, TensorParallel& b, Recompute recompute);
+// gradient and the gathered logits. With sp (b is then SP's boundary): the gradients after sp->hooks' norm-
+// gradient sum (SequenceParallelHooks).
+void check_model_step(const LlamaConfig& cfg, TensorParallel& b, Recompute recompute, const SpParts* sp = nullptr);
 // run.traffic: every layer's forward and backward bytes == half of tp_layer_comm_elements, f32, exactly
 void check_layer_traffic(const Run& run, const Layout& layout, int64_t hidden);
 

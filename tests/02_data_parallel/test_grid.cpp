@@ -4,8 +4,8 @@
 //   mpirun -np 4 build/bin/tests -ts='ch02 np4' -tc='*ParallelGrid*'      (also np1, np2; `make test CH=02`)
 #include <functional>
 
-#include "../common/grid.hpp"
-#include "testing.hpp"
+#include "../../common/grid.hpp"
+#include "../testing.hpp"
 
 using namespace penta;
 using penta::testing::check_close;

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <limits>
 
-#include "testing.hpp"
+#include "../testing.hpp"
 
 namespace {
 

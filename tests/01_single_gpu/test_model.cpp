@@ -9,9 +9,9 @@
 #include <cstring>
 #include <fstream>
 
-#include "../common/formulas.hpp"
-#include "../common/model.hpp"
-#include "testing.hpp"
+#include "../../common/formulas.hpp"
+#include "../../common/model.hpp"
+#include "../testing.hpp"
 
 using namespace penta;
 using namespace penta::testing;

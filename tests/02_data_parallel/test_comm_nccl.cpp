@@ -4,8 +4,8 @@
 // matching receive must go out as one NCCL group, or the GPU waits forever), split, the stream ordering of
 // wait(), counters and the error messages. Skipped without a GPU.
 //   build/bin/tests -ts='ch02 np1' -tc='*NCCL*'
-#include "../common/comm.hpp"
-#include "testing.hpp"
+#include "../../common/comm.hpp"
+#include "../testing.hpp"
 
 using namespace penta;
 using penta::testing::check_close;

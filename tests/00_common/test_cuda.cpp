@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "testing.hpp"
+#include "../testing.hpp"
 
 using namespace penta;
 using namespace penta::testing;

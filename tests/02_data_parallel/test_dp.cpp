@@ -3,9 +3,9 @@
 // the ring formula 2(K-1)/K · M, and the bucket plan.
 // Playbook: "Data parallelism". Run: `make test CH=02`, or by hand
 //   mpirun -np 4 build/bin/tests -ts='ch02 np4' -tc='*data parallel*'
-#include "../02_data_parallel/data_parallel.hpp"
-#include "../common/runtime.hpp"
-#include "equivalence.hpp"
+#include "../../02_data_parallel/data_parallel.hpp"
+#include "../../common/runtime.hpp"
+#include "../01_single_gpu/equivalence.hpp"
 
 using namespace penta;
 using namespace penta::testing;

@@ -4,10 +4,10 @@
 // ZeRO-3 sends exactly 1.5× ZeRO-1's for a tied model (3Ψ vs 2Ψ).
 // Playbook: "Zero Redundancy Optimizer (ZeRO)". Run: `make test CH=03`, or by hand
 //   mpirun -np 4 build/bin/tests -ts='ch03 np4'
-#include "../02_data_parallel/data_parallel.hpp"
-#include "../03_zero/zero.hpp"
-#include "../common/formulas.hpp"
-#include "equivalence.hpp"
+#include "../../02_data_parallel/data_parallel.hpp"
+#include "../../03_zero/zero.hpp"
+#include "../../common/formulas.hpp"
+#include "../01_single_gpu/equivalence.hpp"
 
 using namespace penta;
 using namespace penta::testing;

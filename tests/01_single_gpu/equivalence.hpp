@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "../01_single_gpu/training_step.hpp"
-#include "testing.hpp"
+#include "../../01_single_gpu/training_step.hpp"
+#include "../testing.hpp"
 
 namespace penta::testing {
 

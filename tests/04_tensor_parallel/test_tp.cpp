@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../04_tensor_parallel/vocab_parallel.hpp"
-#include "../common/grid.hpp"
+#include "../../04_tensor_parallel/vocab_parallel.hpp"
+#include "../../common/grid.hpp"
 #include "tp_testing.hpp"
 
 using namespace penta;

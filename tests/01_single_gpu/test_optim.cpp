@@ -7,9 +7,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "../common/metrics.hpp"
-#include "../common/optim.hpp"
-#include "testing.hpp"
+#include "../../common/metrics.hpp"
+#include "../../common/optim.hpp"
+#include "../testing.hpp"
 
 using namespace penta;
 using penta::testing::check_close;

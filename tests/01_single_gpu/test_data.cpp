@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "../common/data.hpp"
-#include "testing.hpp"
+#include "../../common/data.hpp"
+#include "../testing.hpp"
 
 using namespace penta;
 using penta::testing::contains;

@@ -15,10 +15,10 @@
 #include <functional>
 #include <numeric>
 
-#include "../02_data_parallel/ring_all_reduce.hpp"
-#include "../common/comm.hpp"
-#include "../common/runtime.hpp"
-#include "testing.hpp"
+#include "../../02_data_parallel/ring_all_reduce.hpp"
+#include "../../common/comm.hpp"
+#include "../../common/runtime.hpp"
+#include "../testing.hpp"
 
 using namespace penta;
 using penta::testing::check_close;

@@ -3,13 +3,14 @@
 // tp 4 with SP, and tp 2 × dp 2 with ZeRO-1 and SP, against one rank; the bytes per layer (the same
 // 8(t-1)/t·s·b·h as TP); the norm / residual regions' activation bytes exactly 1/t of TP's; the error
 // when the tokens do not split evenly.
+// The helpers are tp_testing.hpp's, with SP's pieces from sp_testing.hpp (sp_parts()).
 // Playbook: "Sequence parallelism". Run: `make test CH=05`, or
 //   mpirun --allow-run-as-root --oversubscribe -np 2 build/bin/tests -ts='ch05 np2'
-#include "../05_sequence_parallel/sequence_parallel.hpp"
-#include "../04_tensor_parallel/vocab_parallel.hpp"
-#include "../common/formulas.hpp"
-#include "../common/grid.hpp"
-#include "tp_testing.hpp"
+#include "../../05_sequence_parallel/sequence_parallel.hpp"
+#include "../../04_tensor_parallel/vocab_parallel.hpp"
+#include "../../common/formulas.hpp"
+#include "../../common/grid.hpp"
+#include "sp_testing.hpp"
 
 using namespace penta;
 using namespace penta::testing;
@@ -22,9 +23,9 @@ namespace {
 void check_sp_bytes(Layout L, int64_t h) {
     LlamaConfig cfg = tp_config(64);
     L.sp = false;
-    Run tp = run_layout(cfg, L, 1);
+    Run tp = run_layout(cfg, L, 1, &sp_parts());
     L.sp = true;
-    Run sp = run_layout(cfg, L, 1);
+    Run sp = run_layout(cfg, L, 1, &sp_parts());
     check_layer_traffic(tp, L, h);
     check_layer_traffic(sp, L, h);
     const int64_t layer = llama_norm_region_activation_bytes(L.micro_batch, L.seq, h);
@@ -54,8 +55,8 @@ TEST_SUITE("ch05 np2") {
             ParallelGrid g = tp_grid(cfg, 2);
             SequenceParallel b(g.tp());
             INFO("vocab " << V);
-            check_model_step(cfg, b, Recompute::none);
-            check_model_step(cfg, b, Recompute::full);
+            check_model_step(cfg, b, Recompute::none, &sp_parts());
+            check_model_step(cfg, b, Recompute::full, &sp_parts());
         }
     }
     TEST_CASE("SP tp 2 trains like one rank: 6 steps, recompute none and full, grad-accum 2 (vocab 63)") {
@@ -63,7 +64,7 @@ TEST_SUITE("ch05 np2") {
         for (Recompute rc : {Recompute::none, Recompute::full}) {
             Layout L;
             L.tp = 2, L.sp = true, L.grad_accum = 2, L.recompute = rc;
-            check_trains_like_one_rank(cfg, L, 6, 1e-5);
+            check_trains_like_one_rank(cfg, L, 6, 1e-5, "", &sp_parts());
         }
     }
     TEST_CASE("SP bytes per layer == TP's == 8(t-1)/t·s·b·h; norm-region activations exactly 1/t (t = 2)") {
@@ -93,13 +94,13 @@ TEST_SUITE("ch05 np4") {
         check_column_row_pair(b, true);
         check_head_split_attention(b, true);
         check_vocab_embedding(b, 66, true);
-        check_model_step(cfg, b, Recompute::none);
+        check_model_step(cfg, b, Recompute::none, &sp_parts());
     }
     TEST_CASE("SP tp 4 trains like one rank: 6 steps (vocab 66, tied)") {
         LlamaConfig cfg = tp_config(66, true);
         Layout L;
         L.tp = 4, L.sp = true;
-        check_trains_like_one_rank(cfg, L, 6, 1e-5);
+        check_trains_like_one_rank(cfg, L, 6, 1e-5, "", &sp_parts());
     }
     TEST_CASE("SP tp 2 × dp 2 trains like one rank: DP and ZeRO-1, 6 steps (vocab 63)") {
         LlamaConfig cfg = tp_config(63);
@@ -107,7 +108,7 @@ TEST_SUITE("ch05 np4") {
             Layout L;
             L.tp = 2, L.dp = 2, L.sp = true, L.zero1 = zero1;
             L.micro_batch = 2, L.grad_accum = 2;
-            check_trains_like_one_rank(cfg, L, 6, 1e-5);
+            check_trains_like_one_rank(cfg, L, 6, 1e-5, "", &sp_parts());
         }
     }
     TEST_CASE("SP bytes per layer == TP's == formula; norm-region activations exactly 1/t (tp 4, tp 2 × dp 2)") {

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "../01_single_gpu/reference_dump.hpp"
-#include "testing.hpp"
+#include "../../01_single_gpu/reference_dump.hpp"
+#include "../testing.hpp"
 
 using namespace penta;
 

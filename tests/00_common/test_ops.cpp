@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "testing.hpp"
+#include "../testing.hpp"
 
 using namespace penta;
 using namespace penta::testing;

@@ -1,7 +1,8 @@
 // tp_testing.cpp — the helpers of tp_testing.hpp that chapter 04's and 05's tests share
-// (tests/test_tp.cpp, tests/test_sp.cpp): the model and data of the runs, run_layout (which trains with the
-// programs' own optimizer setup, make_tp_optimizer of tp_training.hpp), the check of a run against one rank,
-// and the checks of each sharded piece against the unsharded computation, with f/g or SP's boundary.
+// (tests/04_tensor_parallel/test_tp.cpp, tests/05_sequence_parallel/test_sp.cpp): the model and data of the
+// runs, run_layout (which trains with the programs' own optimizer setup, make_tp_optimizer of tp_training.hpp),
+// the check of a run against one rank, and the checks of each sharded piece against the unsharded computation,
+// with f/g or SP's boundary (SP's pieces come in as SpParts: tests/05_sequence_parallel/sp_testing.hpp).
 // Playbook: "Tensor parallelism", "Sequence parallelism". Run the tests that use them: `make test CH=04`,
 // `make test CH=05`.
 #include "tp_testing.hpp"
@@ -9,13 +10,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../02_data_parallel/data_parallel.hpp"
-#include "../03_zero/zero.hpp"
-#include "../04_tensor_parallel/tp_training.hpp"
-#include "../04_tensor_parallel/vocab_parallel.hpp"
-#include "../05_sequence_parallel/sequence_parallel.hpp"
-#include "../common/formulas.hpp"
-#include "../common/grid.hpp"
+#include "../../02_data_parallel/data_parallel.hpp"
+#include "../../03_zero/zero.hpp"
+#include "../../04_tensor_parallel/tp_training.hpp"
+#include "../../04_tensor_parallel/vocab_parallel.hpp"
+#include "../../common/formulas.hpp"
+#include "../../common/grid.hpp"
 
 using namespace penta;
 using namespace penta::testing;
@@ -50,7 +50,8 @@ const AdamWConfig kAdamW{1e-3f, 0.9f, 0.95f, 1e-6f, 0.1f};
 constexpr float kClip = 0.5f;
 }  // namespace
 
-Run run_layout(const LlamaConfig& cfg, const Layout& L, int steps) {
+Run run_layout(const LlamaConfig& cfg, const Layout& L, int steps, const SpParts* sp) {
+    REQUIRE_MESSAGE((!L.sp || sp), L.str() << ": a layout with sp needs chapter 05's SpParts (sp_parts())");
     RandomTokens data((int32_t)cfg.vocab);
     ParallelGrid grid(make_world_comm(CommBackend::mpi), GridShape{L.dp, 1, 1, L.tp}, &cfg);
     ModelOptions mo;
@@ -65,7 +66,7 @@ Run run_layout(const LlamaConfig& cfg, const Layout& L, int steps) {
 
     // the tensor-parallel seams: f/g (or SP's pair), the vocab-parallel loss, the per-layer byte meter
     std::unique_ptr<TensorParallel> boundary =
-        L.sp ? std::make_unique<SequenceParallel>(grid.tp()) : std::make_unique<TensorParallel>(grid.tp());
+        L.sp ? sp->boundary(grid.tp()) : std::make_unique<TensorParallel>(grid.tp());
     VocabParallelCrossEntropy loss(grid.tp(), model.layout(), cfg.vocab);
     LayerTraffic meter(model, *boundary);
     model.set_boundary(boundary.get());
@@ -77,7 +78,7 @@ Run run_layout(const LlamaConfig& cfg, const Layout& L, int steps) {
         Batch b = load_batch(data, global_sample_id(0, plan.first_row, plan.global_batch), plan.micro_batch, plan.seq);
         DeviceBatch db = to_device(b, 0, plan.micro_batch, Device::cpu);
         MicroBatchActs acts = model.forward(db.tokens, db.targets, plan.micro_batch, plan.seq, 100.0);
-        run.norm_region_bytes = norm_region_activation_bytes(acts);
+        if (sp) run.norm_region_bytes = sp->norm_region_bytes(acts);
         model.backward(acts);
         run.traffic = meter.layers();
         meter.reset();
@@ -86,10 +87,7 @@ Run run_layout(const LlamaConfig& cfg, const Layout& L, int steps) {
 
     // the programs' optimizer and hooks (tp_training.hpp); with SP wrapped as chapter 05's program does
     TensorParallelOptimizer opt = make_tp_optimizer(model, grid.dp(), grid.tp(), L.zero1, kAdamW);
-    if (L.sp) {
-        auto sp = std::make_unique<SequenceParallelHooks>(*opt.hooks, *opt.optim, model.layout(), grid.tp(), opt.pieces);
-        opt.wrap(std::move(sp));
-    }
+    if (L.sp) opt.wrap(sp->hooks(*opt.hooks, *opt.optim, model.layout(), grid.tp(), opt.pieces));
 
     for (int s = 0; s < steps; s++) {
         StepResult r = training_step(model, *opt.hooks, data, s, plan, kAdamW.lr, kClip);
@@ -100,10 +98,11 @@ Run run_layout(const LlamaConfig& cfg, const Layout& L, int steps) {
     return run;
 }
 
-void check_trains_like_one_rank(const LlamaConfig& cfg, const Layout& L, int steps, double rtol, const std::string& note) {
+void check_trains_like_one_rank(const LlamaConfig& cfg, const Layout& L, int steps, double rtol, const std::string& note,
+                                const SpParts* sp) {
     const std::string what = L.str() + note;
     INFO(what);
-    const Run run = run_layout(cfg, L, steps);
+    const Run run = run_layout(cfg, L, steps, sp);
     // the reference: the same global batch as one micro-batch of dp·mb·ga sequences, one rank, no hooks
     RandomTokens data((int32_t)cfg.vocab);
     ModelOptions mo;
@@ -253,7 +252,7 @@ void check_vocab_embedding(TensorParallel& b, int64_t V, bool seq_split) {
     check_close(got, want, 1e-6, 1e-7, "embedding backward (padding rows stay zero)");
 }
 
-void check_model_step(const LlamaConfig& cfg, TensorParallel& b, Recompute rc) {
+void check_model_step(const LlamaConfig& cfg, TensorParallel& b, Recompute rc, const SpParts* sp) {
     Comm& tp = b.group();
     const int64_t B = 2, T = 8;
     ModelOptions o;
@@ -271,10 +270,10 @@ void check_model_step(const LlamaConfig& cfg, TensorParallel& b, Recompute rc) {
     const double l_ref = ref.forward_backward(tokens, targets, B, T, (double)(B * T - 1));
     const double l = model.forward_backward(tokens, targets, B, T, (double)(B * T - 1));
     CHECK(std::abs(l - l_ref) <= 1e-6 * std::abs(l_ref));
-    if (dynamic_cast<SequenceParallel*>(&b)) {  // SP: the norms saw 1/t of the tokens; sum their grads
+    if (sp) {  // SP: the norms saw 1/t of the tokens; sum their grads
         AdamW opt(model.params(), model.grads(), {}, AdamWConfig{});
         SingleDeviceHooks one(opt);
-        SequenceParallelHooks(one, opt, model.layout(), tp).finish_gradients();
+        sp->hooks(one, opt, model.layout(), tp, {})->finish_gradients();
     }
     // per tensor, relative to its largest gradient; every tensor has a nonzero gradient to compare
     const double smallest = check_close_per_tensor(cfg, gather_tensor_parallel(cfg, model.layout(), model.grads(), tp),
