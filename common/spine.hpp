@@ -130,6 +130,8 @@ class MlpCore {
    public:
     virtual ~MlpCore() = default;
     virtual void declare(LayoutBuilder& b) const = 0;
+    // true when forward may set MlpActs::aux_loss (a MoE core): the step then reports it, summed over ranks
+    virtual bool has_aux_loss() const { return false; }
     // forward allocates what it keeps with `saved`; returns it, and y through the argument
     virtual std::unique_ptr<MlpActs> forward(const LlamaConfig& c, const LayerParams& w, const Tensor& x, Tensor& y,
                                              Tag saved) = 0;

@@ -112,7 +112,7 @@ StepResult training_step(Trainer& t, const Dataset& data, int64_t step, const Ba
     hooks.finish_gradients();
     r.saved_activation_bytes = s.saved_activation_bytes;
     r.loss = plan.sum_over_batch(link.share_loss(s.loss));
-    r.aux_loss = plan.sum_over_batch(link.share_loss(s.aux_loss));
+    if (t.model.mlp().has_aux_loss()) r.aux_loss = plan.sum_over_batch(link.share_loss(s.aux_loss));
     hooks.before_update();
     r.grad_norm = t.optimizer.step(lr, grad_clip);
     hooks.after_update();

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "../../01_single_gpu/training_step.hpp"
+#include "../../common/training_step.hpp"
 #include "../testing.hpp"
 
 namespace penta::testing {

@@ -205,8 +205,8 @@ TEST_CASE("model: two pipeline stages compute the loss and gradients of the whol
     std::vector<float> ref = grads_after_step(whole, b, kB, kT);
     double ref_loss = whole.forward_loss(b.tokens, b.targets, kB, kT, b.n_targets);
     s0.zero_grads(), s1.zero_grads();
-    MicroBatchActs a0 = s0.forward(b.tokens, Tensor(), kB, kT, b.n_targets);
-    MicroBatchActs a1 = s1.forward(Tensor(), b.targets, kB, kT, b.n_targets, a0.output);
+    MicroBatchActs a0 = s0.forward(MicroBatch::whole(b.tokens, Tensor(), kB, kT), b.n_targets);
+    MicroBatchActs a1 = s1.forward(MicroBatch::whole(Tensor(), b.targets, kB, kT), b.n_targets, a0.output);
     CHECK(a1.loss == ref_loss);
     Tensor dx = s1.backward(a1);
     CHECK(!s0.backward(a0, dx).defined());

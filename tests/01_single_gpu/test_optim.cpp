@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../../common/comm.hpp"
 #include "../../common/metrics.hpp"
 #include "../../common/optim.hpp"
 #include "../testing.hpp"
@@ -14,6 +15,8 @@
 using namespace penta;
 using penta::testing::check_close;
 using penta::testing::random_tensor;
+using penta::testing::contains;
+using penta::testing::error_of;
 
 namespace {
 
@@ -88,7 +91,7 @@ TEST_CASE("clipping: a grad of norm 10 with max_norm 1 updates like the grad tim
     CHECK(clip_scale(10.0, 0.0f) == 1.0f);
 }
 
-TEST_CASE("AdamW on shards with a reduce hook equals AdamW on the full buffer") {
+TEST_CASE("AdamW on shards with the global norm of their partial sums equals AdamW on the full buffer") {
     const int64_t n = 20, cut = 8;
     std::vector<ParamRange> full_ranges = {{0, 6, true}, {6, 3, false}, {9, 11, true}};
     std::vector<float> pv = random_tensor({n}, 5).to_host(), gv = random_tensor({n}, 6, 3.0f).to_host();
@@ -104,13 +107,51 @@ TEST_CASE("AdamW on shards with a reduce hook equals AdamW on the full buffer") 
     CHECK(!r1[0].decay);
     AdamW s0(ps.flat(0, cut), gs.flat(0, cut), r0, AdamWConfig{});
     AdamW s1(ps.flat(cut, n - cut), gs.flat(cut, n - cut), r1, AdamWConfig{});
-    // what an all-reduce of the sum of squares over the two "ranks" returns
-    double sq0 = sum_squares(gs.flat(0, cut)), sq1 = sum_squares(gs.flat(cut, n - cut));
-    s0.reduce_sum_squares = [&](double s) { return s + sq1; };
-    s1.reduce_sum_squares = [&](double s) { return s + sq0; };
-    CHECK(s0.step(1e-2f, 1.0f) == doctest::Approx(norm_full));
-    CHECK(s1.step(1e-2f, 1.0f) == doctest::Approx(norm_full));
+    // what one all-reduce of the two "ranks'" partial sums of squares gives both of them
+    const double norm = std::sqrt(s0.local_sum_squares() + s1.local_sum_squares());
+    CHECK(norm == doctest::Approx(norm_full));
+    s0.update(1e-2f, clip_scale(norm, 1.0f));
+    s1.update(1e-2f, clip_scale(norm, 1.0f));
     check_close(ps.to_host(), pf.to_host(), 1e-6, 1e-7, "sharded vs full params");
+}
+
+TEST_CASE("AdamW: ranges this rank does not count stay out of the norm; the norm takes one reduction over its group") {
+    const int64_t n = 10;
+    Tensor p = random_tensor({n}, 1), g = random_tensor({n}, 2);
+    // elements [4, 10) belong to a tensor another rank counts (a replicated norm weight on tp rank 1)
+    AdamW opt(p, g, {{0, 4, true, true}, {4, 6, false, false}}, AdamWConfig{}, false, nullptr);
+    CHECK(opt.local_sum_squares() == doctest::Approx(sum_squares(g.flat(0, 4))));
+    auto self = make_self_comm("world");
+    AdamW counted(p, g, {}, AdamWConfig{}, false, self.get());
+    for (int s = 0; s < 3; s++) counted.step(1e-3f, 1.0f);
+    CHECK(counted.norm_reductions == 3);
+    CHECK(self->counters().scalar_reductions == 3);
+    CHECK(self->counters().total_calls() == 0);  // nothing else: no tensor collective for the norm
+}
+
+TEST_CASE("AdamW with fp32 master weights: bf16 weights are the rounding of an fp32 copy that takes every step") {
+    const int64_t n = 64;
+    std::vector<float> pv = random_tensor({n}, 7).to_host(), gv = random_tensor({n}, 8).to_host();
+    Tensor ref_p = Tensor::from_host(pv, {n}, Device::cpu), g = Tensor::from_host(gv, {n}, Device::cpu);
+    Tensor bf = Tensor::from_host(pv, {n}, Device::cpu, Tag::params, DType::bf16);
+    // the master starts from the bf16 weights (exact in f32), so the reference does too
+    Tensor ref_start = Tensor::empty({n}, DType::f32, Device::cpu, Tag::workspace);
+    convert(ref_start, bf);
+    copy(ref_p, ref_start);
+    AdamW ref(ref_p, g, {}, AdamWConfig{});
+    AdamW mixed(bf, g, {}, AdamWConfig{}, true);
+    CHECK(mixed.master.defined());
+    CHECK(mixed.master.tag() == Tag::master);
+    CHECK(mem_stats(Device::cpu).current[(int)Tag::master] >= n * 4);
+    for (int s = 0; s < 5; s++) {
+        ref.step(1e-2f, 1.0f);
+        mixed.step(1e-2f, 1.0f);
+    }
+    // the master took exactly the f32 steps; the weights are its bf16 rounding
+    check_close(mixed.master.to_host(), ref_p.to_host(), 0, 0, "fp32 master vs plain f32 AdamW");
+    std::vector<float> rounded = Tensor::from_host(ref_p.to_host(), {n}, Device::cpu, Tag::workspace, DType::bf16).to_host();
+    check_close(bf.to_host(), rounded, 0, 0, "bf16 weights == bf16(master)");
+    CHECK(contains(error_of([&] { AdamW no_master(bf, g, {}, AdamWConfig{}); }), "fp32 master"));
 }
 
 TEST_CASE("LR schedule: linear warmup from 0, cosine to min_lr") {

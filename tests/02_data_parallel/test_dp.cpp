@@ -51,7 +51,7 @@ class EagerComm : public Comm {
         return unused();
     }
     void barrier() override { inner_.barrier(); }
-    double all_reduce_scalar(double x, ReduceOp op) override { return inner_.all_reduce_scalar(x, op); }
+    double reduce_scalar(double x, ReduceOp op) override { return inner_.all_reduce_scalar(x, op); }
     std::unique_ptr<Comm> split(int, int, const std::string&) override {
         unused();
         return nullptr;
@@ -82,8 +82,11 @@ Trained reference_run(const LlamaConfig& c, const Dataset& data, int64_t global)
 
 Run dp_run(const LlamaConfig& c, const Dataset& data, Comm& dp, int64_t grad_accum, DataParallelOptions opt) {
     Model m(c, Device::cpu, kSeed);
-    AdamW optim(m.params(), m.grads(), optimizer_ranges(m), kAdamW);
-    DataParallelHooks hooks(m, optim, dp, opt);
+    // as make_adamw does for a grid of dp ranks: dp rank 0 counts the (identical) gradients in the global
+    // norm, one all-reduce over the group sums the counts
+    AdamW optim(m.params(), m.grads(), optimizer_ranges(m.layout(), GridCoords{dp.rank()}), kAdamW, false, &dp);
+    DataParallelHooks hooks(m, dp, opt);
+    Trainer trainer{m, optim, {&hooks}};
     TrainConfig cfg;
     cfg.seq = kSeq;
     cfg.micro_batch = kMicroBatch;
@@ -91,13 +94,14 @@ Run dp_run(const LlamaConfig& c, const Dataset& data, Comm& dp, int64_t grad_acc
     BatchPlan plan = data_parallel_plan(cfg, dp);
     Run r;
     for (int64_t s = 0; s < kSteps; s++) {
-        StepResult x = training_step(m, hooks, data, s, plan, lr_at(s), 1.0f);
+        StepResult x = training_step(trainer, data, s, plan, lr_at(s), 1.0f);
         r.losses.push_back(x.loss);
         r.norms.push_back(x.grad_norm);
         r.stats.push_back(hooks.last_step());
     }
     r.params = m.params().to_host();
     r.buckets = hooks.buckets();
+    CHECK(optim.norm_reductions == kSteps);  // the global grad norm: one all-reduce per step
     return r;
 }
 
@@ -170,7 +174,8 @@ TEST_CASE("data parallel plan: each rank reads its own rows of the global batch;
     BatchPlan p = data_parallel_plan(cfg, *world);
     CHECK(p.global_batch == 6 * world->size());
     CHECK(p.first_row == 6 * world->rank());
-    CHECK(p.reduce_sum(world->rank() + 1.0) == world->size() * (world->size() + 1) / 2.0);
+    CHECK(p.batch_group == world.get());
+    CHECK(p.sum_over_batch(world->rank() + 1.0) == world->size() * (world->size() + 1) / 2.0);
     CHECK(parse_dp_mode("naive") == DpMode::naive);
     CHECK(contains(error_of([] { parse_dp_mode("ring"); }), "--dp-mode ring must be naive or bucketed"));
 }

@@ -59,6 +59,7 @@ ZeroRun train_zero(const Spec& s, ZeroStage stage, Comm& dp, const Dataset& data
     opt.recompute = s.recompute;
     Model m(model_config(s), Device::cpu, kSeed, zero_model_options(stage, opt));
     ZeroHooks hooks(m, dp, stage, kAdamW);
+    Trainer trainer{m, hooks.optimizer(), {&hooks}};
     TrainConfig cfg;
     cfg.seq = kSeq;
     cfg.micro_batch = s.micro_batch;
@@ -68,7 +69,7 @@ ZeroRun train_zero(const Spec& s, ZeroStage stage, Comm& dp, const Dataset& data
     const int64_t comm_before = state_bytes_now(Tag::comm);
     ZeroRun t;
     for (int64_t step = 0; step < s.steps; step++) {
-        const StepResult r = training_step(m, hooks, data, step, plan, lr_at(step), 1.0f);
+        const StepResult r = training_step(trainer, data, step, plan, lr_at(step), 1.0f);
         t.losses.push_back(r.loss);
         t.norms.push_back(r.grad_norm);
     }

@@ -133,11 +133,11 @@ TEST_SUITE("ch04 np4") {
         L.tp = 4;
         check_trains_like_one_rank(cfg, L, 6, 1e-5);
     }
-    TEST_CASE("TP tp 2 × dp 2 trains like one rank: DP all-reduce and ZeRO-1, 6 steps (vocab 63)") {
+    TEST_CASE("TP tp 2 × dp 2 trains like one rank: DP all-reduce and ZeRO-1/2/3 (memory = formula), 6 steps (vocab 63)") {
         LlamaConfig cfg = tp_config(63);
-        for (bool zero1 : {false, true}) {
+        for (int zero : {0, 1, 2, 3}) {
             Layout L;
-            L.tp = 2, L.dp = 2, L.zero1 = zero1;
+            L.tp = 2, L.dp = 2, L.zero = zero;
             L.micro_batch = 2, L.grad_accum = 2;
             check_trains_like_one_rank(cfg, L, 6, 1e-5);
         }

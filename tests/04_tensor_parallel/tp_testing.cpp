@@ -40,7 +40,8 @@ void RandomTokens::get(int64_t sample_id, int64_t T, int32_t* tokens, int32_t* t
 
 std::string Layout::str() const {
     return strfmt("tp %d × dp %d%s%s, micro-batch %lld × grad-accum %lld, recompute %s", tp, dp, sp ? " +sp" : "",
-                  zero1 ? " ZeRO-1" : "", (long long)micro_batch, (long long)grad_accum, recompute_name(recompute));
+                  zero ? strfmt(" ZeRO-%d", zero).c_str() : "", (long long)micro_batch, (long long)grad_accum,
+                  recompute_name(recompute));
 }
 
 namespace {
@@ -53,11 +54,15 @@ constexpr float kClip = 0.5f;
 Run run_layout(const LlamaConfig& cfg, const Layout& L, int steps, const SpParts* sp) {
     REQUIRE_MESSAGE((!L.sp || sp), L.str() << ": a layout with sp needs chapter 05's SpParts (sp_parts())");
     RandomTokens data((int32_t)cfg.vocab);
+    const Tag state_tags[] = {Tag::params, Tag::grads, Tag::master, Tag::optim};
+    int64_t before[4];
+    for (int i = 0; i < 4; i++) before[i] = mem_stats(Device::cpu).current[(int)state_tags[i]];
     ParallelGrid grid(make_world_comm(CommBackend::mpi), GridShape{L.dp, 1, 1, L.tp}, &cfg);
     ModelOptions mo;
     mo.recompute = L.recompute;
     mo.tp = L.tp, mo.tp_rank = grid.coords().tp;
-    if (L.zero1) mo = zero_model_options(ZeroStage::zero1, mo);
+    mo.sequence_parallel = L.sp;
+    if (L.zero) mo = zero_model_options(parse_zero_stage(L.zero), mo);
     Model model(cfg, Device::cpu, kModelSeed, mo);
 
     TrainConfig tc;
@@ -71,30 +76,40 @@ Run run_layout(const LlamaConfig& cfg, const Layout& L, int steps, const SpParts
     LayerTraffic meter(model, *boundary);
     model.set_boundary(boundary.get());
     model.set_loss(&loss);
-    model.set_param_provider(&meter);
+    model.add_observer(&meter);
+    // the programs' optimizer and hooks (tp_training.hpp)
+    TensorParallelOptimizer opt = make_tp_optimizer(model, grid, L.zero, kAdamW);
 
     Run run;
-    {  // one measured micro-batch before the hooks exist (so no DP communication is started by it)
-        Batch b = load_batch(data, global_sample_id(0, plan.first_row, plan.global_batch), plan.micro_batch, plan.seq);
-        DeviceBatch db = to_device(b, 0, plan.micro_batch, Device::cpu);
-        MicroBatchActs acts = model.forward(db.tokens, db.targets, plan.micro_batch, plan.seq, 100.0);
+    {  // one measured micro-batch, as measure_micro_batch does: the hooks finish what its backward started
+        std::vector<MicroBatch> mbs = make_micro_batches(data, 0, plan, Device::cpu);
+        MicroBatchActs acts = model.forward(mbs[0], 100.0);
         if (sp) run.norm_region_bytes = sp->norm_region_bytes(acts);
         model.backward(acts);
+        for (StepHooks* h : opt.hooks) h->finish_gradients();
         run.traffic = meter.layers();
         meter.reset();
         model.zero_grads();
     }
 
-    // the programs' optimizer and hooks (tp_training.hpp); with SP wrapped as chapter 05's program does
-    TensorParallelOptimizer opt = make_tp_optimizer(model, grid.dp(), grid.tp(), L.zero1, kAdamW);
-    if (L.sp) opt.wrap(sp->hooks(*opt.hooks, *opt.optim, model.layout(), grid.tp(), opt.pieces));
-
+    Trainer trainer{model, *opt.optim, opt.hooks};
+    const CommCounters world0 = grid.world().counters();
     for (int s = 0; s < steps; s++) {
-        StepResult r = training_step(model, *opt.hooks, data, s, plan, kAdamW.lr, kClip);
+        StepResult r = training_step(trainer, data, s, plan, kAdamW.lr, kClip);
         run.losses.push_back(r.loss);
         run.norms.push_back(r.grad_norm);
     }
-    run.params = gather_tensor_parallel(cfg, model.layout(), model.params(), grid.tp());
+    run.world_scalar_reductions = (grid.world().counters() - world0).scalar_reductions;
+    run.norm_reductions = opt.optim->norm_reductions;
+    run.coords = grid.coords();
+    int64_t after[4];
+    for (int i = 0; i < 4; i++) after[i] = mem_stats(Device::cpu).current[(int)state_tags[i]] - before[i];
+    run.state = ModelStateBytes{after[0], after[1], after[2], after[3]};
+    for (const ParamUnit& u : model.layout().units) run.unit_numels.push_back(u.numel);
+    // the weights on every rank: ZeRO-3 gathers its shards over dp first, then tp's shards are put together
+    Tensor params = opt.zero ? opt.zero->gather_params() : model.params();
+    run.params = gather_tensor_parallel(cfg, model.layout(), params, grid.tp());
+    model.remove_observer(&meter);
     return run;
 }
 
@@ -111,6 +126,21 @@ void check_trains_like_one_rank(const LlamaConfig& cfg, const Layout& L, int ste
     const Trained ref = train_reference(model, kAdamW, data, L.seq, L.dp * L.micro_batch * L.grad_accum, steps,
                                         [](int64_t) { return kAdamW.lr; }, kClip);
     check_same_training(run, ref, cfg, rtol, what);
+    CHECK(run.norm_reductions == steps);          // one all-reduce of partial sums per step...
+    CHECK(run.world_scalar_reductions == steps);  // ...and nothing else reduced for the norm
+    const int64_t psi = 0 + [&] {                 // this tp rank's share of the model: Ψ_t
+        int64_t n = 0;
+        for (int64_t u : run.unit_numels) n += u;
+        return n;
+    }();
+    const int64_t S = zero_shard_numel(run.unit_numels, L.dp, run.coords.dp);
+    const ModelStateBytes want = zero_model_state_bytes_fp32(L.zero, psi, S);
+    INFO("model state: params " << run.state.params << " grads " << run.state.grads << " optim " << run.state.optim
+                                << "; formula " << want.params << " " << want.grads << " " << want.optim);
+    CHECK(run.state.params == want.params);
+    CHECK(run.state.grads == want.grads);
+    CHECK(run.state.master == 0);
+    CHECK(run.state.optim == want.optim);
 }
 
 ParallelGrid tp_grid(const LlamaConfig& cfg, int tp) {
@@ -191,9 +221,12 @@ void attention_block(const Tensor& x, const AttnWeights& w, const Tensor& dy, in
     linear_backward(dy, o, w.wo, dout, g.wo);
     Tensor dq4 = heads(dq), dk4 = heads(dk), dv4 = heads(dv);
     attention_backward_naive(heads(dout), heads(q), heads(k), heads(v), o4, lse, nullptr, dq4, dk4, dv4);
+    Tensor no_dx;
     linear_backward(dq, x, w.wq, dx, g.wq);
-    linear_backward_add(dk, x, w.wk, dx, g.wk);
-    linear_backward_add(dv, x, w.wv, dx, g.wv);
+    linear_backward_input_add(dk, w.wk, dx);  // x feeds q, k and v: dx sums all three
+    linear_backward(dk, x, w.wk, no_dx, g.wk);
+    linear_backward_input_add(dv, w.wv, dx);
+    linear_backward(dv, x, w.wv, no_dx, g.wv);
 }
 
 }  // namespace
@@ -252,7 +285,7 @@ void check_vocab_embedding(TensorParallel& b, int64_t V, bool seq_split) {
     check_close(got, want, 1e-6, 1e-7, "embedding backward (padding rows stay zero)");
 }
 
-void check_model_step(const LlamaConfig& cfg, TensorParallel& b, Recompute rc, const SpParts* sp) {
+void check_model_step(const LlamaConfig& cfg, TensorParallel& b, Recompute rc, bool sequence_parallel) {
     Comm& tp = b.group();
     const int64_t B = 2, T = 8;
     ModelOptions o;
@@ -260,6 +293,7 @@ void check_model_step(const LlamaConfig& cfg, TensorParallel& b, Recompute rc, c
     o.attention = AttentionKernel::naive;
     Model ref(cfg, Device::cpu, 3, o);
     o.tp = tp.size(), o.tp_rank = tp.rank();
+    o.sequence_parallel = sequence_parallel;  // SP: the model sums the norms' gradients over tp itself
     Model model(cfg, Device::cpu, 3, o);
     VocabParallelCrossEntropy loss(tp, model.layout(), cfg.vocab);
     model.set_boundary(&b);
@@ -270,11 +304,6 @@ void check_model_step(const LlamaConfig& cfg, TensorParallel& b, Recompute rc, c
     const double l_ref = ref.forward_backward(tokens, targets, B, T, (double)(B * T - 1));
     const double l = model.forward_backward(tokens, targets, B, T, (double)(B * T - 1));
     CHECK(std::abs(l - l_ref) <= 1e-6 * std::abs(l_ref));
-    if (sp) {  // SP: the norms saw 1/t of the tokens; sum their grads
-        AdamW opt(model.params(), model.grads(), {}, AdamWConfig{});
-        SingleDeviceHooks one(opt);
-        sp->hooks(one, opt, model.layout(), tp, {})->finish_gradients();
-    }
     // per tensor, relative to its largest gradient; every tensor has a nonzero gradient to compare
     const double smallest = check_close_per_tensor(cfg, gather_tensor_parallel(cfg, model.layout(), model.grads(), tp),
                                                    ref.grads().to_host(), 1e-4, 1e-5, "gradient");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../../04_tensor_parallel/tensor_parallel.hpp"
+#include "../../common/formulas.hpp"
 #include "../../common/data.hpp"
 #include "../../common/grid.hpp"
 #include "../../common/model.hpp"
@@ -35,21 +36,19 @@ struct RandomTokens : Dataset {
 // Chapter 05's pieces that a layout with sequence parallelism needs (05_sequence_parallel/sequence_parallel.hpp).
 // This chapter-04 helper may not include a later chapter (scripts/check_layering.sh), so chapter 05's tests
 // pass them in: sp_parts() of tests/05_sequence_parallel/sp_testing.hpp. Chapter 04's tests pass none.
+// SP needs nothing but its boundary: the model, built with ModelOptions::sequence_parallel, asks it to sum
+// the norms' gradients over tp.
 struct SpParts {
     // SP's boundary on the tp group (SequenceParallel)
     std::function<std::unique_ptr<TensorParallel>(Comm& tp)> boundary;
-    // inner wrapped as chapter 05's program wraps the step's hooks (SequenceParallelHooks: once the gradients
-    // are complete, the norm weights' gradients summed over tp); pieces as for replicated_ranges
-    std::function<std::unique_ptr<StepHooks>(StepHooks& inner, AdamW& optim, const ParamLayout& layout, Comm& tp,
-                                             const std::vector<ShardPiece>& pieces)>
-        hooks;
     // the bytes the norm / residual regions keep for backward (norm_region_activation_bytes)
     std::function<int64_t(const MicroBatchActs& acts)> norm_region_bytes;
 };
 
 struct Layout {
     int tp = 1, dp = 1;
-    bool sp = false, zero1 = false;
+    bool sp = false;
+    int zero = 0;  // 0: chapter 02's all-reduce over dp; 1-3: chapter 03's ZeRO over dp
     int64_t micro_batch = 4, grad_accum = 1;  // per dp rank
     int64_t seq = 8;
     Recompute recompute = Recompute::none;
@@ -60,16 +59,25 @@ struct Layout {
 struct Run : penta::testing::Trained {
     std::vector<LayerTraffic::Bytes> traffic;  // per layer, for one measured micro-batch before training
     int64_t norm_region_bytes = 0;             // that micro-batch's sp->norm_region_bytes (0 without sp)
+    ModelStateBytes state;                     // params / grads / master / optim bytes held after training
+    std::vector<int64_t> unit_numels;          // of this rank's (tp-sharded) layout: ZeRO's shard sizes
+    int64_t norm_reductions = 0;               // the optimizer's grad-norm all-reduces over the whole run
+    int64_t world_scalar_reductions = 0;       // all scalar all-reduces on the world group over the run
+    GridCoords coords;                         // this rank's place in the grid
 };
 
 // steps of AdamW (clipping active) on RandomTokens, on a grid of dp × tp ranks (the whole world), with
-// make_tp_optimizer's optimizer and hooks (tp_training.hpp), wrapped in sp->hooks (SequenceParallelHooks) for
-// SP. sp: chapter 05's parts, required when layout.sp; given, they also measure norm_region_bytes.
+// make_tp_optimizer's optimizer and hooks (tp_training.hpp), the model built with sequence parallelism when
+// layout.sp. sp: chapter 05's parts, required when layout.sp; given, they also measure norm_region_bytes.
+// The measured micro-batch runs as the programs' measure_micro_batch does: before training, with the hooks
+// in place, which then finish their reductions.
 Run run_layout(const LlamaConfig& cfg, const Layout& layout, int steps, const SpParts* sp = nullptr);
 
 // run_layout against the single-rank run of the same global batch (one micro-batch of dp·mb·ga sequences):
 // losses and grad norms per step within rtol, the final weights within rtol + rtol × the tensor's largest
-// element (equivalence.hpp says why). `note` is added to the layout's name in failure messages; sp as for
+// element (equivalence.hpp says why). Also: the global grad norm took exactly one all-reduce per step (over
+// the world, the only scalar reduction on it), and each rank's model state equals the ZeRO formula applied
+// to its tp shard (zero_model_state_bytes_fp32; stage 0: plain DP). `note` is added to the layout's name in failure messages; sp as for
 // run_layout.
 void check_trains_like_one_rank(const LlamaConfig& cfg, const Layout& layout, int steps, double rtol,
                                 const std::string& note = "", const SpParts* sp = nullptr);
@@ -83,9 +91,9 @@ void check_head_split_attention(TensorParallel& b, bool seq_split);
 // the vocab-parallel embedding of a V-word table followed by b's exit, forward and backward
 void check_vocab_embedding(TensorParallel& b, int64_t V, bool seq_split);
 // one forward + backward of the sharded model with b and the vocab-parallel loss: the loss, every gathered
-// gradient and the gathered logits. With sp (b is then SP's boundary): the gradients after sp->hooks' norm-
-// gradient sum (SequenceParallelHooks).
-void check_model_step(const LlamaConfig& cfg, TensorParallel& b, Recompute recompute, const SpParts* sp = nullptr);
+// gradient and the gathered logits. sequence_parallel: b is SP's boundary, so the model is built for it
+// (its norms' gradients summed over tp as backward computes them).
+void check_model_step(const LlamaConfig& cfg, TensorParallel& b, Recompute recompute, bool sequence_parallel = false);
 // run.traffic: every layer's forward and backward bytes == half of tp_layer_comm_elements, f32, exactly
 void check_layer_traffic(const Run& run, const Layout& layout, int64_t hidden);
 

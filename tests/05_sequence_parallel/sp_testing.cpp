@@ -1,4 +1,4 @@
-// sp_testing.cpp — sp_parts() of sp_testing.hpp: chapter 05's SequenceParallel, SequenceParallelHooks and
+// sp_testing.cpp — sp_parts() of sp_testing.hpp: chapter 05's SequenceParallel and
 // norm_region_activation_bytes, as the tensor-parallel test helpers take them (SpParts).
 #include "sp_testing.hpp"
 
@@ -9,10 +9,6 @@ namespace penta::tp_testing {
 const SpParts& sp_parts() {
     static const SpParts parts{
         [](Comm& tp) -> std::unique_ptr<TensorParallel> { return std::make_unique<SequenceParallel>(tp); },
-        [](StepHooks& inner, AdamW& optim, const ParamLayout& layout, Comm& tp,
-           const std::vector<ShardPiece>& pieces) -> std::unique_ptr<StepHooks> {
-            return std::make_unique<SequenceParallelHooks>(inner, optim, layout, tp, pieces);
-        },
         [](const MicroBatchActs& acts) { return norm_region_activation_bytes(acts); },
     };
     return parts;

@@ -55,8 +55,8 @@ TEST_SUITE("ch05 np2") {
             ParallelGrid g = tp_grid(cfg, 2);
             SequenceParallel b(g.tp());
             INFO("vocab " << V);
-            check_model_step(cfg, b, Recompute::none, &sp_parts());
-            check_model_step(cfg, b, Recompute::full, &sp_parts());
+            check_model_step(cfg, b, Recompute::none, true);
+            check_model_step(cfg, b, Recompute::full, true);
         }
     }
     TEST_CASE("SP tp 2 trains like one rank: 6 steps, recompute none and full, grad-accum 2 (vocab 63)") {
@@ -72,12 +72,17 @@ TEST_SUITE("ch05 np2") {
         L.tp = 2;
         check_sp_bytes(L, 32);
     }
-    TEST_CASE("SP refuses a micro-batch whose token count tp does not divide, naming the flags") {
+    TEST_CASE("SP refuses a micro-batch whose token count tp does not divide, and a model not laid out for SP") {
         LlamaConfig cfg = tp_config(64);
         ParallelGrid g = tp_grid(cfg, 2);
         SequenceParallel b(g.tp());
         ModelOptions o;
         o.tp = 2, o.tp_rank = g.coords().tp;
+        {  // a model whose layout does not know its norms' tokens are split would get their gradients wrong
+            Model plain(cfg, Device::cpu, 1, o);
+            CHECK(contains(error_of([&] { plain.set_boundary(&b); }), "ModelOptions::sequence_parallel"));
+        }
+        o.sequence_parallel = true;
         Model model(cfg, Device::cpu, 1, o);
         model.set_boundary(&b);
         Tensor tokens = random_tokens({3}, 64, 1);
@@ -94,7 +99,7 @@ TEST_SUITE("ch05 np4") {
         check_column_row_pair(b, true);
         check_head_split_attention(b, true);
         check_vocab_embedding(b, 66, true);
-        check_model_step(cfg, b, Recompute::none, &sp_parts());
+        check_model_step(cfg, b, Recompute::none, true);
     }
     TEST_CASE("SP tp 4 trains like one rank: 6 steps (vocab 66, tied)") {
         LlamaConfig cfg = tp_config(66, true);
@@ -102,11 +107,11 @@ TEST_SUITE("ch05 np4") {
         L.tp = 4, L.sp = true;
         check_trains_like_one_rank(cfg, L, 6, 1e-5, "", &sp_parts());
     }
-    TEST_CASE("SP tp 2 × dp 2 trains like one rank: DP and ZeRO-1, 6 steps (vocab 63)") {
+    TEST_CASE("SP tp 2 × dp 2 trains like one rank: DP, ZeRO-1 and ZeRO-3, 6 steps (vocab 63)") {
         LlamaConfig cfg = tp_config(63);
-        for (bool zero1 : {false, true}) {
+        for (int zero : {0, 1, 3}) {
             Layout L;
-            L.tp = 2, L.dp = 2, L.sp = true, L.zero1 = zero1;
+            L.tp = 2, L.dp = 2, L.sp = true, L.zero = zero;
             L.micro_batch = 2, L.grad_accum = 2;
             check_trains_like_one_rank(cfg, L, 6, 1e-5, "", &sp_parts());
         }
