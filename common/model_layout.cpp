@@ -28,11 +28,13 @@ std::string axes_str(Axes a) {
 LayoutBuilder::LayoutBuilder(ParamLayout& layout, const LlamaConfig& cfg, const LayoutOptions& opt)
     : L_(layout), cfg_(cfg), opt_(opt) {}
 
-int LayoutBuilder::begin_unit(const std::string& name, int64_t layer, bool held, Axes grad_summed_on) {
+int LayoutBuilder::begin_unit(const std::string& name, int64_t layer, bool held, Axes grad_summed_on,
+                              Axes sharded_on) {
     ParamUnit u;
     u.name = name;
     u.layer = layer;
     u.grad_summed_on = grad_summed_on;
+    u.sharded_on = sharded_on;
     L_.units.push_back(u);
     const int id = (int)L_.units.size() - 1;
     held_.push_back(held && (open_.empty() || held_[open_.back()]));
@@ -74,7 +76,7 @@ int LayoutBuilder::add(const std::string& role, Shape full, Split split, float i
     }
     // each pipeline stage holds its own tensors; tp cuts the split ones; the replicated ones, under sequence
     // parallelism, see only this rank's tokens, so their gradient is a partial sum over tp as well
-    t.sharded_on = kAxisPP | (split == Split::replicated ? 0 : kAxisTP);
+    t.sharded_on = kAxisPP | u.sharded_on | (split == Split::replicated ? 0 : kAxisTP);
     t.grad_summed_on = u.grad_summed_on | (split == Split::replicated && opt_.sequence_parallel ? kAxisTP : 0);
     u.tensors.push_back((int)L_.tensors.size());
     L_.tensors.push_back(std::move(t));

@@ -74,6 +74,7 @@ struct ParamUnit {
     int64_t offset = 0, numel = 0;
     std::vector<int> tensors;  // indices into ParamLayout::tensors, in flat-buffer order
     Axes grad_summed_on = kAxisDP | kAxisCP;  // the data axes its gradients are reduced over (experts: edp)
+    Axes sharded_on = 0;  // axes that cut every tensor of the unit beyond their own split (experts: ep)
     bool present() const { return !tensors.empty(); }
 };
 
@@ -121,8 +122,10 @@ class LayoutBuilder {
     int64_t layer() const { return layer_; }  // the layer being declared; -1 outside layers
 
     // begins a unit; layer: the decoder layer it belongs to (-1: embedding or head); held: false for a
-    // layer this stage does not build (the unit stays empty)
-    int begin_unit(const std::string& name, int64_t layer, bool held = true, Axes grad_summed_on = kAxisDP | kAxisCP);
+    // layer this stage does not build (the unit stays empty); grad_summed_on: the data axes its gradients
+    // are summed over; sharded_on: axes that cut every tensor added to it (a MoE core's experts: ep)
+    int begin_unit(const std::string& name, int64_t layer, bool held = true, Axes grad_summed_on = kAxisDP | kAxisCP,
+                   Axes sharded_on = 0);
     void end_unit();
     // One tensor of the current unit, cut by `split` over tp (local_rows: the rows of a vocab-padded
     // shard). role: its name inside the layer (the HF name is "model.layers.<i>." + role), or the full

@@ -209,9 +209,11 @@ class LocalAttention : public AttentionCore {
     AttentionKernel kernel_;
 };
 
-// act = silu(x W_gate^T) * (x W_up^T); y = act W_down^T
+// act = silu(x W_gate^T) * (x W_up^T); y = act W_down^T. Its tensors are prefix + "gate_proj.weight", ...
+// ("mlp." in a Llama layer; a MoE core builds its experts from DenseSwiGLUs with prefixes of their own).
 class DenseSwiGLU : public MlpCore {
    public:
+    explicit DenseSwiGLU(std::string prefix = "mlp.") : prefix_(std::move(prefix)) {}
     struct Acts : MlpActs {
         Tensor gate, up, act;   // (Ng, f) each
         Tensor d_y;             // B -> W: d loss / d down_proj output (Ng, h)
@@ -222,6 +224,9 @@ class DenseSwiGLU : public MlpCore {
                                      Tag saved) override;
     Tensor backward_input(const LayerParams& w, MlpActs& acts, const Tensor& dy, Tag keep) override;
     void backward_weight(LayerParams& g, const Tensor& x, MlpActs& acts) override;
+
+   private:
+    std::string prefix_;
 };
 
 // Parameters resident in the flat buffer: acquire is a view, release nothing. Holds a reference to the

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "../../common/formulas.hpp"
+#include "../../common/grid.hpp"
 #include "../../common/model.hpp"
 #include "../testing.hpp"
 
@@ -221,6 +222,39 @@ TEST_CASE("model: two pipeline stages compute the loss and gradients of the whol
                         1e-9, t.name);
         }
     }
+}
+
+TEST_CASE("model: a tied model's last stage holds a replica of the embedding; the two stages' gradients sum to the whole's") {
+    const LlamaConfig cfg = tiny(true);
+    Batch b = make_batch(kB, kT, cfg.vocab, 72);
+    Model whole(cfg, Device::cpu, 13);
+    ModelOptions first, last;
+    first.slice = {0, 1, true, false};
+    last.slice = {1, 2, false, true};
+    Model s0(cfg, Device::cpu, 13, first), s1(cfg, Device::cpu, 13, last);
+    const std::string emb = "model.embed_tokens.weight";
+    const ParamTensor& replica = s1.layout().find(emb);
+    CHECK(replica.unit == s1.layout().head_unit());
+    CHECK(!(replica.sharded_on & kAxisPP));       // both stages hold the whole table...
+    CHECK((replica.grad_summed_on & kAxisPP));    // ...and each computes part of its gradient
+    GridCoords first_stage, last_stage;
+    last_stage.pp = 1;
+    CHECK(counts_in_grad_norm(s0.layout().find(emb), first_stage));
+    CHECK(!counts_in_grad_norm(replica, last_stage));  // counted once, on the first stage
+    std::vector<float> ref = grads_after_step(whole, b, kB, kT);
+    s0.zero_grads(), s1.zero_grads();
+    MicroBatchActs a0 = s0.forward(MicroBatch::whole(b.tokens, Tensor(), kB, kT), b.n_targets);
+    MicroBatchActs a1 = s1.forward(MicroBatch::whole(Tensor(), b.targets, kB, kT), b.n_targets, a0.output);
+    CHECK(a1.loss == whole.forward_loss(b.tokens, b.targets, kB, kT, b.n_targets));
+    s0.backward(a0, s1.backward(a1));
+    const ParamTensor& e0 = s0.layout().find(emb);
+    const ParamTensor& ew = whole.layout().find(emb);
+    std::vector<float> g0 = s0.grads().to_host(), g1 = s1.grads().to_host(), p0 = s0.params().to_host(),
+                       p1 = s1.params().to_host(), sum(e0.numel());
+    CHECK(std::memcmp(&p0[e0.offset], &p1[replica.offset], e0.numel() * sizeof(float)) == 0);  // same init
+    for (int64_t i = 0; i < e0.numel(); i++) sum[i] = g0[e0.offset + i] + g1[replica.offset + i];
+    check_close(sum, std::vector<float>(ref.begin() + ew.offset, ref.begin() + ew.offset + ew.numel()), 1e-6, 1e-9,
+                "embedding gradient: first stage + last stage's replica");
 }
 
 TEST_CASE("model config: presets, parameter counts, formulas") {

@@ -174,6 +174,74 @@ TEST_SUITE("ch03 np2") {
         CHECK(t.calls[(int)CommOp::reduce_scatter] == units);
     }
 
+    TEST_CASE("ZeRO-3 prefetch: acquire(u, next) starts next's gather, which the next acquire uses; again keeps a unit") {
+        auto dp = make_world_comm(CommBackend::mpi);
+        const ParamLayout layout = ParamLayout::build(model_config(Spec{}));
+        UnitShards shards(layout, dp->size(), dp->rank());
+        Tensor shard = Tensor::empty({shards.numel()}, DType::f32, Device::cpu, Tag::params);
+        shards.init(kSeed, shard);
+        GatheredParams gp(shards, *dp, shard);
+        Tensor w1 = gp.acquire(1, 2);
+        CHECK(gp.gathers() == 2);  // unit 1, and unit 2 already on its way while 1 computes
+        gp.release(1, false);
+        CHECK(!gp.idle());         // unit 2 is in flight (or arrived)
+        Tensor w2 = gp.acquire(2, -1);
+        CHECK(gp.gathers() == 2);  // the prefetched gather served it: no new one
+        gp.release(2, false);
+        CHECK(gp.idle());
+        gp.acquire(0, -1);
+        gp.release(0, true);       // the pass reads it again (a tied head): kept
+        CHECK(!gp.idle());
+        gp.acquire(0, -1);
+        CHECK(gp.gathers() == 3);
+        gp.release(0, false);
+        CHECK(gp.idle());
+        // what was gathered is the unit's initial weights
+        Tensor full = Tensor::empty({layout.numel}, DType::f32, Device::cpu, Tag::workspace);
+        init_params(layout, kSeed, full);
+        check_close(w1.to_host(), shards.unit_of(full, 1).to_host(), 0, 0, "gathered unit 1");
+    }
+
+    TEST_CASE("ZeRO-3 follows the model's walk: a pipeline stage's slice, forwards and backwards interleaved (1F1B)") {
+        auto dp = make_world_comm(CommBackend::mpi);
+        const LlamaConfig c = model_config(Spec{});
+        ModelOptions o;
+        o.slice = {1, 2, false, true};  // the last stage: layer 1 and the head
+        Model ref(c, Device::cpu, kSeed, o);
+        Model m(c, Device::cpu, kSeed, zero_model_options(ZeroStage::zero3, o));
+        ZeroHooks hooks(m, *dp, ZeroStage::zero3, kAdamW);
+        auto data = make_dataset("addition", kSeed, kByteVocab);
+        BatchPlan plan;
+        plan.seq = kSeq, plan.micro_batch = 2, plan.grad_accum = 2, plan.global_batch = 4;
+        std::vector<MicroBatch> mbs = make_micro_batches(*data, 0, plan, Device::cpu);
+        std::vector<Tensor> hidden = {random_tensor({2 * kSeq, c.hidden}, 1), random_tensor({2 * kSeq, c.hidden}, 2)};
+        ref.zero_grads();
+        for (int i = 0; i < 2; i++) {
+            MicroBatchActs a = ref.forward(mbs[i], 50.0, hidden[i]);
+            ref.backward(a);
+        }
+        hooks.begin_step();
+        const CommCounters before = dp->counters();
+        MicroBatchActs a0 = m.forward(mbs[0], 50.0, hidden[0]);  // F0 F1 B0 B1: one stage's 1F1B warm-up
+        MicroBatchActs a1 = m.forward(mbs[1], 50.0, hidden[1]);
+        m.backward(a0);
+        m.backward(a1);
+        hooks.finish_gradients();
+        const CommCounters t = dp->counters() - before;
+        // each of the stage's 2 units gathered once per forward and once per backward: nothing else (the
+        // absent layer 0 and embedding never), every prefetch used
+        CHECK(t.calls[(int)CommOp::all_gather] == 2 * 2 + 2 * 2);
+        const double unit_bytes = (double)(m.layout().units[m.layout().layer_unit(1)].numel +
+                                           m.layout().units[m.layout().head_unit()].numel) * 4;
+        CHECK(t.bytes[(int)CommOp::all_gather] == doctest::Approx(4 * (dp->size() - 1.0) / dp->size() * unit_bytes));
+        CHECK_NOTHROW(hooks.before_update());  // nothing left gathered
+        // the gradients: every rank ran the same micro-batches, so its shard holds dp × the reference's
+        Tensor want = Tensor::empty({hooks.shards().numel()}, DType::f32, Device::cpu, Tag::workspace);
+        hooks.shards().copy_from_full(ref.grads(), want);
+        scale_inplace(want, (float)dp->size());
+        check_close(hooks.optimizer().grad.to_host(), want.to_host(), 1e-5, 1e-7, "ZeRO-3 stage gradients");
+    }
+
     TEST_CASE("ZeRO rejects a model built without the stage's options, and bad --zero values") {
         auto dp = make_world_comm(CommBackend::mpi);
         Model m(model_config(Spec{}), Device::cpu, kSeed);  // full weights and gradients
