@@ -52,7 +52,7 @@ std::vector<float> gather_tensor_parallel(const LlamaConfig& cfg, const ParamLay
     CHECK(shard.tp == t && flat.numel() == shard.numel,
           "gather_tensor_parallel: a buffer of %lld elements in a tp %d layout of %lld, over a group of %d",
           (long long)flat.numel(), shard.tp, (long long)shard.numel, t);
-    Tensor all = Tensor::empty({t, shard.numel}, DType::f32, flat.device(), Tag::workspace);  // equal shards
+    Tensor all = Tensor::empty({t, shard.numel}, flat.dtype, flat.device(), Tag::workspace);  // equal shards
     tp.all_gather(flat, all);
     const std::vector<float> a = all.to_host();
     const ParamLayout full = ParamLayout::build(cfg, 1, 0, shard.slice);

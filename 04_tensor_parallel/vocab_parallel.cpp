@@ -54,7 +54,7 @@ double VocabParallelCrossEntropy::forward_backward(const Tensor& logits, const T
     Tensor dz_host;
     float* dz = nullptr;
     if (dlogits.defined()) {
-        dz_host = dev == Device::cpu ? dlogits : Tensor::empty(logits.shape, DType::f32, Device::cpu, Tag::workspace);
+        dz_host = dev == Device::cpu ? dlogits : Tensor::empty(logits.shape, logits.dtype, Device::cpu, Tag::workspace);
         dz = dz_host.ptr<float>();
     }
     std::vector<float> scratch(dz ? 0 : Vl);  // the exp row when no gradient is wanted (evaluation)
@@ -100,7 +100,7 @@ double VocabParallelCrossEntropy::forward_backward(const Tensor& logits, const T
 
 Tensor gather_vocab_logits(Comm& tp, const Tensor& local, int64_t vocab) {
     const int64_t N = local.size(0), Vl = local.size(1), t = tp.size();
-    Tensor all = Tensor::empty({t, N, Vl}, DType::f32, local.device(), Tag::workspace);  // rank r's shard at r
+    Tensor all = Tensor::empty({t, N, Vl}, local.dtype, local.device(), Tag::workspace);  // rank r's shard at r
     tp.all_gather(local, all);
     const std::vector<float> a = all.to_host();
     std::vector<float> full(N * vocab);  // (N, vocab): vocab id r·Vl + v comes from rank r's column v

@@ -78,6 +78,7 @@ ZeroRun train_zero(const Spec& s, ZeroStage stage, Comm& dp, const Dataset& data
     for (int i = 0; i < 4; i++) after[i] = state_bytes_now(state_tags[i]) - before[i];
     t.state = ModelStateBytes{after[0], after[1], after[2], after[3]};
     t.traffic = hooks.last_step_traffic();
+    CHECK(hooks.optimizer().norm_reductions == s.steps);  // the global grad norm: one all-reduce per step
     t.params = hooks.gather_params().to_host();
     return t;
 }
