@@ -10,7 +10,7 @@
 #
 #   bash tests/02_data_parallel/abort_test.sh build/bin    (BIN dir; MPIRUN from the environment, as make sets it)
 set -uo pipefail
-bin=${1:-build/bin}
+bin=${1:-${BIN:-build/bin}}
 mpirun_cmd=${MPIRUN:-mpirun --oversubscribe}
 [ "$(id -u)" = 0 ] && [[ "$mpirun_cmd" != *allow-run-as-root* ]] && mpirun_cmd+=" --allow-run-as-root"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
