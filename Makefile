@@ -56,7 +56,7 @@ LIB     := $(OBJ)/libpenta.a
 
 # Chapters are layered: chapter NN builds on common/ and chapters < NN, never on a later one, so that a
 # broken later chapter (a workshop blank, a half-done exercise) cannot break an earlier chapter's build or
-# grading. The links follow that rule:
+# grading. scripts/check_layering.sh checks the includes; here the links follow the same rule:
 #   build/bin/NN_name   NN_name/train.cpp + the concept files (every other .cpp) of chapters <= NN + libpenta
 #   build/bin/tests_NN  chapter NN's tests: tests/test_main.cpp (the MPI-aware doctest main) + the test_*.cpp
 #                       in tests/NN_name/ + the test helpers and concept files of chapters <= NN + libpenta.
@@ -146,11 +146,13 @@ MPIRUN := mpirun $(if $(filter 0,$(shell id -u)),--allow-run-as-root,) --oversub
 export MPIRUN
 
 # What `make test` runs (scripts/run_tests.sh runs each under a time limit and adds up one total):
-# every chapter's test binary and *_test.sh scripts (chapter 02: abort_test.sh), then tests/tooling/: the
-# runner's own test. CH=NN builds only libpenta, the programs of chapters <= NN, tests_00 and tests_NN,
-# and runs ch00 (the common/ tests every chapter rests on) and chapter NN.
+# the layering check, every chapter's test binary and *_test.sh scripts (chapter 02: abort_test.sh),
+# then tests/tooling/: the runner's and the layering check's own tests and the broken-later-chapter test.
+# CH=NN builds only libpenta, the programs of chapters <= NN, tests_00 and tests_NN, and runs the layering
+# check, ch00 (the common/ tests every chapter rests on) and chapter NN.
 TEST_NUMS := $(if $(CH),$(sort 00 $(CH)),$(NUMS))
-TEST_RUNS := $(foreach n,$(TEST_NUMS),$(BIN)/tests_$n $(wildcard tests/$(n)_*/*_test.sh)) \
+TEST_RUNS := scripts/check_layering.sh \
+             $(foreach n,$(TEST_NUMS),$(BIN)/tests_$n $(wildcard tests/$(n)_*/*_test.sh)) \
              $(if $(CH),,$(wildcard tests/tooling/*_test.sh))
 test: $(if $(CH),$(LIB) $(filter $(foreach n,$(call upto,$(CH)),$(BIN)/$(n)_%),$(CH_BINS)) \
                  $(TEST_NUMS:%=$(BIN)/tests_%),all)
