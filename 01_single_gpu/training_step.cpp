@@ -1,5 +1,5 @@
 // training_step.cpp — see training_step.hpp.
-// Playbook: "First steps: training on one GPU" (gradient accumulation). Test: `build/bin/tests -ts='ch01 np1'`.
+// Playbook: "First steps: training on one GPU" (gradient accumulation). Test: `build/bin/tests_01 -ts='ch01 np1'`.
 #include "training_step.hpp"
 
 namespace penta {

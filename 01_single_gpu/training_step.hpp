@@ -4,7 +4,7 @@
 // gbs = mbs × grad_acc sequences is processed as grad_acc micro-batches, each forward + backward adding its
 // gradients into the same buffer, and the optimizer steps once. The loss of every micro-batch is divided
 // by the token count of the WHOLE global batch, so the accumulated gradient is exactly the gradient of the
-// mean loss over the global batch, whatever the split (tests/test_model.cpp checks 4×1 == 1×4).
+// mean loss over the global batch, whatever the split (tests/01_single_gpu/test_model.cpp checks 4×1 == 1×4).
 // Later chapters call the same function: data parallelism gives each rank its own rows of the global
 // batch and sums the token count and the loss over ranks (reduce_sum).
 //   build/bin/01_single_gpu --micro-batch 2 --grad-accum 4   (the same training as --micro-batch 8)

@@ -13,7 +13,7 @@
 // so the embedding unit is reduce-scattered once, with both contributions.
 //
 // Playbook: "ZeRO-2: Adding gradient partitioning" ("we only need to keep the gradient shard ... we do a
-// reduce-scatter instead of an all-reduce"). Test: `mpirun -np 2 build/bin/tests -ts='ch03 np2'`.
+// reduce-scatter instead of an all-reduce"). Test: `mpirun -np 2 build/bin/tests_03 -ts='ch03 np2'`.
 #pragma once
 #include <deque>
 #include <functional>

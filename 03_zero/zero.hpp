@@ -24,7 +24,7 @@
 // the formula and the comm tag's peak shows the working buffers.
 //
 //   mpirun -np 4 build/bin/03_zero --dp 4 --zero 3
-//   mpirun -np 4 build/bin/tests -ts='ch03 np4'      (tests/test_zero.cpp)
+//   mpirun -np 4 build/bin/tests_03 -ts='ch03 np4'      (tests/03_zero/test_zero.cpp)
 // Playbook: "Zero Redundancy Optimizer (ZeRO)": ZeRO-1, ZeRO-2, ZeRO-3 (FSDP).
 #pragma once
 #include <memory>

@@ -1,5 +1,5 @@
 // zero3_params.cpp — ZeRO-3's all-gather on demand with prefetch (zero3_params.hpp).
-// Playbook: "ZeRO-3: adding parameter partitioning". Test: `mpirun -np 2 build/bin/tests -ts='ch03 np2'`.
+// Playbook: "ZeRO-3: adding parameter partitioning". Test: `mpirun -np 2 build/bin/tests_03 -ts='ch03 np2'`.
 #include "zero3_params.hpp"
 
 namespace penta {

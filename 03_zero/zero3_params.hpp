@@ -16,7 +16,7 @@
 // it (the lm_head gradient needs the table), so the tied model's backward gathers Ψ too.
 //
 // Playbook: "ZeRO-3: Adding parameter partitioning" — "all-gather on demand ... prefetching the next
-// layer's parameters while the current layer computes". Test: `mpirun -np 2 build/bin/tests -ts='ch03 np2'`.
+// layer's parameters while the current layer computes". Test: `mpirun -np 2 build/bin/tests_03 -ts='ch03 np2'`.
 #pragma once
 #include <vector>
 

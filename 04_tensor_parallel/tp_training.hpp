@@ -27,7 +27,7 @@ bool parse_tensor_parallel_flags(int argc, char** argv, const char* program, con
                                  bool& zero1);
 
 // The optimizer side of a dp × tp run, built one way for the programs (TensorParallelTraining) and the
-// tests (tests/tp_testing.cpp, so they train with the programs' own setup): over dp, chapter 02's all-reduce
+// tests (tests/04_tensor_parallel/tp_testing.cpp, so they train with the programs' own setup): over dp, chapter 02's all-reduce
 // or chapter 03's ZeRO-1 — both see a flat buffer, sharded by tp or not — and the grad norm summed over tp.
 // Chapter 05 wraps the hooks for sequence parallelism (wrap). Movable; the pointers stay valid.
 struct TensorParallelOptimizer {

@@ -6,7 +6,7 @@
 // layout changes anything.
 // Playbook: "First steps: training on one GPU" (activation recomputation: Recompute::selective drops the
 // attention probabilities, Recompute::full keeps only the block inputs and reruns each block's forward
-// inside backward). Test: `build/bin/tests -ts='ch01 np1'`.
+// inside backward). Test: `build/bin/tests_01 -ts='ch01 np1'`.
 #include "model.hpp"
 
 #include "ops.hpp"

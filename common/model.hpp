@@ -13,7 +13,7 @@
 // Parallelism plugs in through spine.hpp; the defaults make this the single-device model.
 //
 // Playbook: "First steps: training on one GPU" (memory, activation recomputation, gradient accumulation).
-// Test: `build/bin/tests -ts='ch01 np1'` (tests/test_model.cpp).
+// Test: `build/bin/tests_01 -ts='ch01 np1'` (tests/01_single_gpu/test_model.cpp).
 #pragma once
 #include <memory>
 #include <vector>

@@ -2,7 +2,7 @@
 //
 // Init follows GPT-2: std 0.02 for every matrix, and 0.02 / sqrt(2 L) for the two projections that write
 // into the residual stream (o_proj, down_proj), so the residual's variance does not grow with depth.
-// Test: `build/bin/tests -ts='ch01 np1' -tc='*layout*'`.
+// Test: `build/bin/tests_01 -ts='ch01 np1' -tc='*layout*'`.
 #include "model_layout.hpp"
 
 #include <algorithm>

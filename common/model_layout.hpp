@@ -10,7 +10,7 @@
 // padded up to a multiple of tp; padding rows are zero), norms replicated.
 //
 // Playbook: "Tensor parallelism", "Pipeline parallelism", "ZeRO" (flat buffers), DESIGN §5 (init).
-// Test: `build/bin/tests -ts='ch01 np1' -tc='*layout*'`.
+// Test: `build/bin/tests_01 -ts='ch01 np1' -tc='*layout*'`.
 #pragma once
 #include <string>
 #include <vector>

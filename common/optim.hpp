@@ -5,7 +5,7 @@
 // the gradient range of the same size, so the same class updates the full model (one rank, DP) or one
 // rank's 1/N shard (ZeRO-1/2/3). Its moments m and v are allocated with Tag::optim, so the memory table
 // shows them.
-// Tested by tests/test_optim.cpp: `build/bin/tests -ts='ch01 np1' -tc='*AdamW*,*clip*,*LR*'`.
+// Tested by tests/01_single_gpu/test_optim.cpp: `build/bin/tests_01 -ts='ch01 np1' -tc='*AdamW*,*clip*,*LR*'`.
 #pragma once
 #include <functional>
 #include <vector>

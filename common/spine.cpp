@@ -1,6 +1,6 @@
 // spine.cpp — the single-device implementations of the model's seams (spine.hpp): local attention, the
 // dense SwiGLU MLP, resident parameters and gradients, the local fused cross-entropy.
-// Playbook: "First steps: training on one GPU". Test: `build/bin/tests -ts='ch01 np1'`.
+// Playbook: "First steps: training on one GPU". Test: `build/bin/tests_01 -ts='ch01 np1'`.
 #include "spine.hpp"
 
 #include <numeric>

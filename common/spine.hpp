@@ -11,7 +11,7 @@
 // The single-device defaults below do no communication, so the model on one device is the same code
 // that runs inside every parallel layout.
 // Playbook: "Tensor parallelism", "Sequence parallelism", "Context parallelism", "ZeRO", "Data
-// parallelism", "Expert parallelism". Test: `build/bin/tests -ts='ch01 np1'`.
+// parallelism", "Expert parallelism". Test: `build/bin/tests_01 -ts='ch01 np1'`.
 #pragma once
 #include <map>
 
