@@ -1,12 +1,14 @@
 # pentatron — build, test, run, bench.
 #
-#   make              build the library, every chapter program and the tests (CPU; + CUDA when nvcc exists)
-#   make test         install missing packages, build, run all tests (suites "chNN npK" on K ranks; CH=01: one chapter)
+#   make              build the library, every chapter program and test binary (CPU; + CUDA when nvcc exists)
+#   make test         install missing packages, build everything, run every test (suites "chNN npK" on K ranks)
+#   make test CH=NN   build and test only what chapter NN rests on: common/'s tests (ch00) and chapter NN's
 #   make run          the main job on its embedded default
 #   make bench        benchmarks that print figures (GEMM, attention, training throughput)
 #   make clean
 # Options: CUDA=auto|0|1   ARCH="80 90" (SM versions)   MPI=1|0 (0: single-rank build without MPI)
-#          NP=8 (ranks for `make run`)   DEBUG=1 (-O0 -g, sanitizers off)
+#          NP=8 (ranks for `make run`)   DEBUG=1 (-O0 -g, sanitizers off)   BUILD=build (output folder)
+#          CH=NN (two digits: 00 = common/, 01 ... the chapters)   PENTA_TEST_TIMEOUT=900 (s per test run)
 
 CUDA   ?= auto
 MPI    ?= 1
@@ -52,17 +54,46 @@ CU_SRC  := $(if $(filter 1,$(CUDA)),$(wildcard common/cuda/*.cu),)
 LIB_OBJ := $(LIB_SRC:%.cpp=$(OBJ)/%.o) $(CU_SRC:%.cu=$(OBJ)/%.o)
 LIB     := $(OBJ)/libpenta.a
 
-# chapter programs: NN_name/train.cpp -> build/bin/NN_name ; chapter concept files (*.cpp beside it) link in
-CHAPTERS := $(patsubst %/train.cpp,%,$(wildcard [0-9][0-9]_*/train.cpp))
-CH_BINS  := $(CHAPTERS:%=$(BIN)/%)
-CH_OBJ   := $(patsubst %.cpp,$(OBJ)/%.o,$(filter-out %/train.cpp,$(wildcard [0-9][0-9]_*/*.cpp)))
-TEST_OBJ := $(patsubst %.cpp,$(OBJ)/%.o,$(wildcard tests/*.cpp tests/*/*.cpp))
+# Chapters are layered: chapter NN builds on common/ and chapters < NN, never on a later one, so that a
+# broken later chapter (a workshop blank, a half-done exercise) cannot break an earlier chapter's build or
+# grading. scripts/check_layering.sh checks the includes; here the links follow the same rule:
+#   build/bin/NN_name   NN_name/train.cpp + the concept files (every other .cpp) of chapters <= NN + libpenta
+#   build/bin/tests_NN  chapter NN's tests: tests/test_main.cpp (the MPI-aware doctest main) + the test_*.cpp
+#                       in tests/NN_name/ + the test helpers and concept files of chapters <= NN + libpenta.
+#                       tests_00 holds common/'s tests (tests/00_common/) and links no chapter.
+# Test folders: in tests/NN_name/, files named test_*.cpp hold the TEST_CASEs (suites "chNN npK") and any
+# other .cpp is a helper (equivalence.cpp, tp_testing.cpp) that this chapter's and every later chapter's test
+# binary links; *_test.sh scripts there run with the chapter's tests. tests/README.md says more.
+CHAPTERS := $(sort $(patsubst %/train.cpp,%,$(wildcard [0-9][0-9]_*/train.cpp)))
+num       = $(firstword $(subst _, ,$1))# 04_tensor_parallel -> 04
+NUMS     := 00 $(foreach c,$(CHAPTERS),$(call num,$c))
+LAST     := $(lastword $(NUMS))
+# the numbers 00 ... $1 of NUMS (two digits each, so comparing them as strings compares them as numbers)
+upto      = $(foreach n,$(NUMS),$(if $(filter $n,$(firstword $(sort $n $1))),$n))
+objs      = $(patsubst %.cpp,$(OBJ)/%.o,$1)
+# chapter $1's concept objects (00: none, common/ is libpenta), its test cases, its test helpers
+concepts  = $(call objs,$(filter-out %/train.cpp,$(wildcard $1_*/*.cpp)))
+testcases = $(call objs,$(wildcard tests/$1_*/test_*.cpp))
+helpers   = $(call objs,$(filter-out $(wildcard tests/$1_*/test_*.cpp),$(wildcard tests/$1_*/*.cpp)))
+# the same, for chapters 00 ... $1
+concepts_upto = $(foreach n,$(call upto,$1),$(call concepts,$n))
+helpers_upto  = $(foreach n,$(call upto,$1),$(call helpers,$n))
+
+CH_BINS    := $(CHAPTERS:%=$(BIN)/%)
+TEST_BINS  := $(NUMS:%=$(BIN)/tests_%)
 BENCH_BINS := $(patsubst bench/%.cpp,$(BIN)/bench_%,$(wildcard bench/*.cpp))
+
+# CH=NN must name one chapter that exists, exactly (two digits)
+ifneq ($(CH),)
+  ifneq ($(words $(CH)) $(filter $(NUMS),$(CH)),1 $(CH))
+    $(error CH=$(CH): CH must be the two-digit number of one chapter that exists: $(NUMS) (00 = the tests of common/))
+  endif
+endif
 
 .PHONY: all deps test run bench clean help
 # keep the chapter objects make would otherwise delete as intermediates after linking
 .SECONDARY:
-all: $(CH_BINS) $(BIN)/tests $(BENCH_BINS)
+all: $(CH_BINS) $(TEST_BINS) $(BENCH_BINS)
 
 # installs missing Debian packages once (idempotent; says what it does)
 deps: $(BUILD)/.deps-ok
@@ -86,25 +117,47 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN)/%: $(OBJ)/%/train.o $(CH_OBJ) $(LIB) $(BUILD)/variant.$(VARIANT)
-	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) $(filter %.o %.a,$^) -o $@ $(LDLIBS)
+# objects first, the library after them: a static library only supplies what the objects before it need
+define LINK
+@mkdir -p $(@D)
+$(CXX) $(CXXFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ $(LDLIBS)
+endef
 
-$(BIN)/tests: $(TEST_OBJ) $(CH_OBJ) $(LIB) $(BUILD)/variant.$(VARIANT)
-	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) $(filter %.o %.a,$^) -o $@ $(LDLIBS)
+# chapter $1's program ($2 = its folder) and test binary, linking nothing of a later chapter
+define chapter_rules
+$(BIN)/$2: $(OBJ)/$2/train.o $(call concepts_upto,$1) $(LIB) $(BUILD)/variant.$(VARIANT)
+	$$(LINK)
+$(BIN)/tests_$1: $(OBJ)/tests/test_main.o $(call testcases,$1) $(call helpers_upto,$1) $(call concepts_upto,$1) \
+                 $(LIB) $(BUILD)/variant.$(VARIANT)
+	$$(LINK)
+endef
+$(foreach c,$(CHAPTERS),$(eval $(call chapter_rules,$(call num,$c),$c)))
 
-$(BIN)/bench_%: $(OBJ)/bench/%.o $(CH_OBJ) $(LIB) $(BUILD)/variant.$(VARIANT)
-	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) $(filter %.o %.a,$^) -o $@ $(LDLIBS)
+$(BIN)/tests_00: $(OBJ)/tests/test_main.o $(call testcases,00) $(call helpers,00) $(LIB) $(BUILD)/variant.$(VARIANT)
+	$(LINK)
+
+# benchmarks may use any chapter
+$(BIN)/bench_%: $(OBJ)/bench/%.o $(call concepts_upto,$(LAST)) $(LIB) $(BUILD)/variant.$(VARIANT)
+	$(LINK)
 
 # mpirun as root needs --allow-run-as-root, more ranks than cores --oversubscribe; one BLAS thread per rank
 MPIRUN := mpirun $(if $(filter 0,$(shell id -u)),--allow-run-as-root,) --oversubscribe --bind-to none \
           -x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1
 export MPIRUN
 
-test: all
-	@MPI=$(MPI) bash scripts/run_tests.sh $(BIN)/tests $(CH)
+# What `make test` runs (scripts/run_tests.sh runs each under a time limit and adds up one total):
+# the layering check, every chapter's test binary and *_test.sh scripts (chapter 02: abort_test.sh),
+# then tests/tooling/: the runner's and the layering check's own tests and the broken-later-chapter test.
+# CH=NN builds only libpenta, the programs of chapters <= NN, tests_00 and tests_NN, and runs the layering
+# check, ch00 (the common/ tests every chapter rests on) and chapter NN.
+TEST_NUMS := $(if $(CH),$(sort 00 $(CH)),$(NUMS))
+TEST_RUNS := scripts/check_layering.sh \
+             $(foreach n,$(TEST_NUMS),$(BIN)/tests_$n $(wildcard tests/$(n)_*/*_test.sh)) \
+             $(if $(CH),,$(wildcard tests/tooling/*_test.sh))
+test: $(if $(CH),$(LIB) $(filter $(foreach n,$(call upto,$(CH)),$(BIN)/$(n)_%),$(CH_BINS)) \
+                 $(TEST_NUMS:%=$(BIN)/tests_%),all)
+	@BIN=$(BIN) MPI=$(MPI) BUILD=$(BUILD) CUDA=$(CUDA) DEBUG=$(DEBUG) ARCH="$(ARCH)" \
+	 bash scripts/run_tests.sh $(TEST_RUNS)
 
 run: all
 	$(MPIRUN) -np 1 $(BIN)/01_single_gpu --model small
@@ -116,6 +169,6 @@ clean:
 	rm -rf $(BUILD)
 
 help:
-	@sed -n '2,10p' Makefile
+	@sed -n '2,12p' Makefile
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

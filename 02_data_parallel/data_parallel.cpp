@@ -3,7 +3,7 @@
 // Playbook: "Data parallelism" (first optimisation: overlap the all-reduce with backward; second:
 // bucketing; third: interplay with gradient accumulation). Run:
 //   mpirun -np 2 build/bin/02_data_parallel --dp 2 --dp-mode naive
-//   mpirun -np 2 build/bin/tests -ts='ch02 np2' -tc='*data parallel*'
+//   mpirun -np 2 build/bin/tests_02 -ts='ch02 np2' -tc='*data parallel*'
 #include "data_parallel.hpp"
 
 #include <limits>

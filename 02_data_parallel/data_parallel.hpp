@@ -14,7 +14,7 @@
 // Comm's counters. The ring itself, built from send/recv, is ring_all_reduce.hpp.
 //
 //   mpirun -np 2 build/bin/02_data_parallel --dp 2 --dp-mode bucketed --bucket-mb 1
-//   mpirun -np 4 build/bin/tests -ts='ch02 np4'       (tests/test_dp.cpp: same losses and weights as one rank)
+//   mpirun -np 4 build/bin/tests_02 -ts='ch02 np4'       (tests/02_data_parallel/test_dp.cpp: same losses and weights as one rank)
 #pragma once
 #include <string>
 #include <vector>

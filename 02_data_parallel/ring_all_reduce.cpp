@@ -1,7 +1,7 @@
 // ring_all_reduce.cpp — the ring all-reduce from send/recv. See ring_all_reduce.hpp.
 //
 // Playbook: "Data parallelism" and the appendix "A quick primer on collective operations" (Ring AllReduce).
-// Run its tests: mpirun -np 4 build/bin/tests -ts='ch02 np4' -tc='*ring*'
+// Run its tests: mpirun -np 4 build/bin/tests_02 -ts='ch02 np4' -tc='*ring*'
 //
 // K ranks sit on a ring: rank r sends only to r+1 and receives only from r-1 (mod K). The buffer of M
 // elements is cut into K parts (part j = elements [part_start(M, K, j), part_start(M, K, j+1)), the first

@@ -5,7 +5,7 @@
 // steps around a ring). comm.all_reduce does the same job inside MPI/NCCL; this version exists to be read,
 // and to check that the bytes it really sends are the 2(K-1)/K·M that Comm's counters claim.
 //
-//   mpirun -np 4 build/bin/tests -ts='ch02 np4' -tc='*ring*'     (tests/test_comm.cpp)
+//   mpirun -np 4 build/bin/tests_02 -ts='ch02 np4' -tc='*ring*'     (tests/02_data_parallel/test_comm.cpp)
 //   mpirun -np 2 build/bin/bench_comm                              (its bandwidth beside MPI_Allreduce)
 #pragma once
 #include "../common/comm.hpp"

@@ -1,5 +1,5 @@
 // sharded_grads.cpp — ZeRO-2/3's per-unit reduce-scatter of gradients (sharded_grads.hpp).
-// Playbook: "ZeRO-2: adding gradient partitioning". Test: `mpirun -np 2 build/bin/tests -ts='ch03 np2'`.
+// Playbook: "ZeRO-2: adding gradient partitioning". Test: `mpirun -np 2 build/bin/tests_03 -ts='ch03 np2'`.
 #include "sharded_grads.hpp"
 
 #include "../common/ops.hpp"

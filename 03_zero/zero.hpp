@@ -26,7 +26,7 @@
 // ZeRO composes with tensor parallelism unchanged: a tp rank's flat buffer is just a smaller model, cut
 // the same way over its dp group (chapter 04's --zero).
 //   mpirun -np 4 build/bin/03_zero --dp 4 --zero 3
-//   mpirun -np 4 build/bin/tests -ts='ch03 np4'      (tests/test_zero.cpp)
+//   mpirun -np 4 build/bin/tests_03 -ts='ch03 np4'      (tests/03_zero/test_zero.cpp)
 // Playbook: "Zero Redundancy Optimizer (ZeRO)": ZeRO-1, ZeRO-2, ZeRO-3 (FSDP).
 #pragma once
 #include <memory>

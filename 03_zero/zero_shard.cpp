@@ -1,5 +1,5 @@
 // zero_shard.cpp — ZeRO's per-unit shards of the flat buffer (zero_shard.hpp).
-// Playbook: "Zero Redundancy Optimizer (ZeRO)". Test: `mpirun -np 2 build/bin/tests -ts='ch03 np2'`.
+// Playbook: "Zero Redundancy Optimizer (ZeRO)". Test: `mpirun -np 2 build/bin/tests_03 -ts='ch03 np2'`.
 #include "zero_shard.hpp"
 
 #include "../common/ops.hpp"

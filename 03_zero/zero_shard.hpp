@@ -16,7 +16,7 @@
 // are identical. Shard sizes: formulas.hpp's zero_shard_numel.
 //
 // Playbook: "ZeRO (Zero Redundancy Optimizer)" — partitioning the optimizer states, gradients and
-// parameters over the N data-parallel ranks. Test: `mpirun -np 4 build/bin/tests -ts='ch03 np4'`.
+// parameters over the N data-parallel ranks. Test: `mpirun -np 4 build/bin/tests_03 -ts='ch03 np4'`.
 #pragma once
 #include <vector>
 

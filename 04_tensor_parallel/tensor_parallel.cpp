@@ -1,6 +1,6 @@
 // tensor_parallel.cpp — f and g, the per-layer traffic meter and the gather of tp shards
 // (tensor_parallel.hpp).
-// Test: `mpirun -np 2 build/bin/tests -ts='ch04 np2'`.
+// Test: `mpirun -np 2 build/bin/tests_04 -ts='ch04 np2'`.
 #include "tensor_parallel.hpp"
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 //
 // The per-row arithmetic runs on the host (a device tensor is staged through host memory, like the MPI
 // backend does); the three (N) statistics travel as tensors on the logits' device, so NCCL works too.
-// Test: `mpirun -np 2 build/bin/tests -ts='ch04 np2' -tc='*vocab*'`.
+// Test: `mpirun -np 2 build/bin/tests_04 -ts='ch04 np2' -tc='*vocab*'`.
 #include "vocab_parallel.hpp"
 
 #include <algorithm>

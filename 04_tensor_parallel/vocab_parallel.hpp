@@ -15,7 +15,7 @@
 // so the traffic is 3N floats instead of the N·V of gathering the logits.
 // On a GPU this runs correct but slow: the (N, Vp/t) logits are copied to the host for the three row
 // statistics and the gradient is copied back (a CUDA kernel for them is the open follow-up).
-// Test: `mpirun -np 2 build/bin/tests -ts='ch04 np2' -tc='*vocab*'`.
+// Test: `mpirun -np 2 build/bin/tests_04 -ts='ch04 np2' -tc='*vocab*'`.
 #pragma once
 #include "../common/comm.hpp"
 #include "../common/model.hpp"

@@ -1,6 +1,6 @@
 // sequence_parallel.cpp — the SP boundary, the norm-gradient sum and the norm-region activation count
 // (sequence_parallel.hpp).
-// Test: `mpirun -np 2 build/bin/tests -ts='ch05 np2'`.
+// Test: `mpirun -np 2 build/bin/tests_05 -ts='ch05 np2'`.
 #include "sequence_parallel.hpp"
 
 

@@ -3,7 +3,7 @@
 //
 // Playbook: "Flash attention" (and "Context parallelism", whose ring attention merges the partial
 // results of several key blocks through the log-sum-exp that both versions return). Semantics: ops.hpp.
-// Test: `make test CH=00` or `build/bin/tests -tc='*attention*'` (tests/test_attention.cpp).
+// Test: `make test CH=00` or `build/bin/tests_00 -tc='*attention*'` (tests/00_common/test_attention.cpp).
 //
 // Layout reminder: q, out, dq are (B, Tq, nh, hd) and k, v, dk, dv are (B, Tk, nkv, hd), so the rows of
 // one head are strided by nh*hd (resp. nkv*hd). Every GEMM below passes that stride as its leading

@@ -23,7 +23,7 @@
 // may share one GPU) and NCCL (comm_nccl.cu; device tensors, its own stream, events to overlap compute).
 //
 // Playbook: "Data parallelism" — the all-reduce, reduce-scatter and all-gather primitives; "A quick
-// primer on collective operations" in the appendix. Test: `build/bin/tests -ts='ch02 np*'` under mpirun.
+// primer on collective operations" in the appendix. Test: `build/bin/tests_02 -ts='ch02 np*'` under mpirun.
 #pragma once
 #include <array>
 #include <functional>

@@ -7,7 +7,7 @@
 // - a counter-based RNG (Philox-4x32-10): a value depends only on (seed, stream, element index), so a
 //   tensor shard initialises to exactly the slice of the full tensor (DESIGN §5).
 //
-// Header-only apart from dtype.cpp and runtime.cpp. Tested by tests/test_core.cpp (`make test CH=00`).
+// Header-only apart from dtype.cpp and runtime.cpp. Tested by tests/00_common/test_core.cpp (`make test CH=00`).
 #pragma once
 #include <cmath>
 #include <cstdarg>

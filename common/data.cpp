@@ -2,7 +2,7 @@
 // a text file) and the --data factory.
 //
 // Playbook: "Data parallelism"; DESIGN §5 (a sample is a pure function of its global id).
-// Tested by tests/test_data.cpp: `build/bin/tests -ts='ch01 np1'`.
+// Tested by tests/01_single_gpu/test_data.cpp: `build/bin/tests_01 -ts='ch01 np1'`.
 #include "data.hpp"
 
 #include <fcntl.h>

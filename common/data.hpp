@@ -11,7 +11,7 @@
 //   llmc:GLOB[,GLOB]  llm.c token shards (256 x int32 header, magic 20240520, version 1, then uint16 tokens)
 //   raw:GLOB[,GLOB]   headerless uint16 token files
 //   text:FILE         any file, one token per byte (vocabulary 256)
-// Tested by tests/test_data.cpp: `build/bin/tests -ts='ch01 np1' -tc='*data*,*addition*,*shard*'`.
+// Tested by tests/01_single_gpu/test_data.cpp: `build/bin/tests_01 -ts='ch01 np1' -tc='*data*,*addition*,*shard*'`.
 #pragma once
 #include <cstdint>
 #include <memory>

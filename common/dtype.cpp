@@ -5,7 +5,7 @@
 // keeps precision but overflows at 65504 (hence loss scaling), fp8 trades both and needs per-tile scales.
 // All four narrow formats are "sign | exponent | mantissa" with a bias and subnormals, so one encoder and
 // one decoder, parameterised by the format, serve them all.
-// Tested by tests/test_core.cpp (`make test CH=00`, or `build/bin/tests -tc='*conversion*'`).
+// Tested by tests/00_common/test_core.cpp (`make test CH=00`, or `build/bin/tests_00 -tc='*conversion*'`).
 #include <cstring>
 
 #include "core.hpp"

@@ -4,8 +4,8 @@
 // Playbook: "First steps: training on one GPU" — "Memory usage in Transformers" (N = h v + L(12h^2 + 13h)
 // + 2h; 4N/4N/8N bytes in fp32; 2N + 2N + 4N + 8N in bf16 mixed precision), "Activation memory"
 // (s b h (34 + 5 a s / h) per layer) and "Activation recomputation".
-// Test: tests/test_model.cpp checks llama_activation_bytes byte-exactly against the allocator's count
-// (`build/bin/tests -ts='ch01 np1'`).
+// Test: tests/01_single_gpu/test_model.cpp checks llama_activation_bytes byte-exactly against the allocator's count
+// (`build/bin/tests_01 -ts='ch01 np1'`).
 #pragma once
 #include <cstdint>
 #include <vector>

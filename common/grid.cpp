@@ -1,5 +1,5 @@
 // grid.cpp — see grid.hpp: rank <-> coordinates, the shape checks, and one Comm::split per axis.
-// Playbook: "5D parallelism in a nutshell". Test: `mpirun -np 4 build/bin/tests -ts='ch02 np4' -tc='*grid*'`.
+// Playbook: "5D parallelism in a nutshell". Test: `mpirun -np 4 build/bin/tests_02 -ts='ch02 np4' -tc='*grid*'`.
 #include "grid.hpp"
 
 #include "core.hpp"

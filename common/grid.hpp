@@ -12,7 +12,7 @@
 // Every shape is checked before any work (validate_grid): the product must be the world size, and the
 // model must be divisible the way each axis cuts it; the error names the flags and the rule.
 // Playbook: "5D parallelism in a nutshell", "Tensor parallelism" (keep TP within a node).
-// Test: `build/bin/tests -ts='ch02 np4'` (tests/test_comm.cpp).
+// Test: `build/bin/tests_02 -ts='ch02 np4'` (tests/02_data_parallel/test_grid.cpp).
 #pragma once
 #include <memory>
 #include <string>

@@ -1,7 +1,7 @@
 // metrics.cpp — FLOPs per token, peak FLOP/s per device, the step log and the memory table (metrics.hpp).
 //
 // Playbook: "Memory usage in Transformers" and MFU (PaLM appendix B).
-// Tested by tests/test_optim.cpp: `build/bin/tests -ts='ch01 np1'`.
+// Tested by tests/01_single_gpu/test_optim.cpp: `build/bin/tests_01 -ts='ch01 np1'`.
 #include "metrics.hpp"
 
 #include <cblas.h>

@@ -13,7 +13,7 @@
 // not counted: MFU counts the model's FLOPs, not the hardware's.
 // MFU = achieved model FLOP/s per device / peak FLOP/s of that device (a table for GPUs; on CPU the
 // best sgemm rate measured on this machine).
-// Tested by tests/test_optim.cpp: `build/bin/tests -ts='ch01 np1' -tc='*StepLog*,*FLOP*,*memory*'`.
+// Tested by tests/01_single_gpu/test_optim.cpp: `build/bin/tests_01 -ts='ch01 np1' -tc='*StepLog*,*FLOP*,*memory*'`.
 #pragma once
 #include <chrono>
 #include <cstdio>

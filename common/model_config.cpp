@@ -3,7 +3,7 @@
 // The preset values are those of the models' config.json on the Hugging Face hub (HuggingFaceTB/SmolLM-135M,
 // HuggingFaceTB/SmolLM-360M, meta-llama/Llama-3.2-1B, meta-llama/Meta-Llama-3-8B,
 // meta-llama/Meta-Llama-3-70B). Llama-3.2-1B's "llama3" rope_scaling is not modelled (see load_hf_config).
-// Test: `build/bin/tests -ts='ch01 np1' -tc='*config*'`.
+// Test: `build/bin/tests_01 -ts='ch01 np1' -tc='*config*'`.
 #include "model_config.hpp"
 
 #include <cstdio>

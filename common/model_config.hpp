@@ -4,7 +4,7 @@
 // kernel.
 //
 // Playbook: "First steps: training on one GPU" (memory usage, activation recomputation).
-// Test: `build/bin/tests -ts='ch01 np1'` (tests/test_model.cpp).
+// Test: `build/bin/tests_01 -ts='ch01 np1'` (tests/01_single_gpu/test_model.cpp).
 #pragma once
 #include <cstdint>
 #include <string>

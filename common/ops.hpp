@@ -12,7 +12,7 @@
 //   accumulation over micro-batches needs no extra buffer; attention backward accumulates into
 //   dq/dk/dv too, because context parallelism sums partial contributions from several key blocks;
 // - shapes are checked, and a mismatch names the op and the shapes.
-// Gradient checks of every op: tests/test_ops.cpp, tests/test_attention.cpp (`make test CH=00`).
+// Gradient checks of every op: tests/00_common/test_ops.cpp, tests/00_common/test_attention.cpp (`make test CH=00`).
 #pragma once
 #include <cmath>
 #include "tensor.hpp"

@@ -11,7 +11,7 @@
 // Playbook: "First steps: training on one GPU" (the ops of one training step), "Tensor parallelism"
 // (vocab_start: a vocab-parallel shard owns rows [vocab_start, vocab_start + V) of the embedding) and
 // "Mixed precision training" (f32 <-> bf16/f16/fp8 conversion).
-// Tested by tests/test_ops.cpp: `make test CH=00` or `build/bin/tests -ts='ch00 np1'`.
+// Tested by tests/00_common/test_ops.cpp: `make test CH=00` or `build/bin/tests_00 -ts='ch00 np1'`.
 #include <cblas.h>
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // optim.cpp — AdamW over parameter ranges, global grad-norm clipping and the LR schedule (optim.hpp).
 //
 // Playbook: "First steps: training on one GPU" and "ZeRO" (the optimizer works on a shard as well).
-// Tested by tests/test_optim.cpp: `build/bin/tests -ts='ch01 np1'`.
+// Tested by tests/01_single_gpu/test_optim.cpp: `build/bin/tests_01 -ts='ch01 np1'`.
 #include "optim.hpp"
 
 #include <algorithm>

@@ -6,7 +6,7 @@
 // device, so a program can print what it really used beside what formulas.hpp predicts.
 //
 // Tensors are always contiguous and row-major. view() and slice() are cheap: they share the buffer.
-// Tested by tests/test_core.cpp (`make test CH=00`).
+// Tested by tests/00_common/test_core.cpp (`make test CH=00`).
 #pragma once
 #include <cstddef>
 #include <memory>

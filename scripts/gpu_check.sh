@@ -2,7 +2,7 @@
 # gpu_check.sh OUTDIR — one short validation run on a machine with an NVIDIA GPU.
 #
 # Builds with CUDA (sm_90 only, to build fast on an H100/H200; ARCH= to change), then runs
-#   1. the CUDA tests: every CUDA op against the CPU reference (tests/test_cuda.cpp),
+#   1. the CUDA tests: every CUDA op against the CPU reference (tests/00_common/test_cuda.cpp),
 #   2. the op micro-benchmark on the GPU (GEMM via cuBLAS, naive vs tiled attention),
 #   3. chapter 01 on the GPU for a few steps, when it is built,
 #   4. the NCCL backend's one-GPU test and chapter 02 with --comm nccl beside --comm mpi,
@@ -45,14 +45,14 @@ step() {  # step NAME command...: runs it, logs to OUTDIR/NAME.log, appends the 
 # make's deps step would try apt-get; the packages come from .deps instead
 mkdir -p build-gpu && touch build-gpu/.deps-ok
 step build make -j"$(nproc)" BUILD=build-gpu CUDA=1 MPI=$mpi ARCH="$arch" all || exit 1
-step cuda_tests build-gpu/bin/tests -ts="ch00 np1" -tc="*cuda*"
+step cuda_tests build-gpu/bin/tests_00 -ts="ch00 np1" -tc="*cuda*"
 step bench_ops build-gpu/bin/bench_ops --device cuda
 if [ -x build-gpu/bin/01_single_gpu ]; then
     step ch01_gpu build-gpu/bin/01_single_gpu --device cuda --model small --steps 50
 fi
 # the NCCL backend on one GPU (NCCL needs one GPU per rank, so the group has one rank: every stream path,
 # the grouped send/recv, split and counters; the uneven-part padding needs two GPUs)
-step nccl_tests build-gpu/bin/tests -ts="ch02 np1" -tc="*NCCL*"
+step nccl_tests build-gpu/bin/tests_02 -ts="ch02 np1" -tc="*NCCL*"
 if [ -x build-gpu/bin/02_data_parallel ]; then
     # the same 20 steps through NCCL and through MPI staging: the losses must match
     step ch02_nccl build-gpu/bin/02_data_parallel --dp 1 --micro-batch 16 --device cuda --comm nccl --steps 20 --log-every 5 --eval-every 0

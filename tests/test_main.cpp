@@ -3,7 +3,7 @@
 // Every rank runs every selected test. A listener records each test case's outcome on each rank; at the
 // end the outcomes are reduced over ranks (a test failed if it failed on ANY rank) and rank 0 prints one
 // line "N passed, N failed, N skipped". Ranks other than 0 print only failures, prefixed by their rank.
-//   mpirun -np 2 build/bin/tests -ts="ch00 np2"
+//   mpirun -np 2 build/bin/tests_02 -ts="ch02 np2"
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "testing.hpp"
 

@@ -3,7 +3,7 @@
 //
 // Playbook: "Flash attention" and "Context parallelism" (a query at global position q_offset + i may see a
 // key at k_offset + j when causal allows it; CP calls attention on blocks of keys held by other ranks).
-// Internal to common/cuda/. Tested through tests/test_cuda.cpp (`build/bin/tests -tc='*cuda*attention*'`).
+// Internal to common/cuda/. Tested through tests/00_common/test_cuda.cpp (`build/bin/tests_00 -tc='*cuda*attention*'`).
 #pragma once
 #include <cmath>
 

@@ -18,7 +18,7 @@
 // Causal blocks skip whole tiles that their rows cannot see. Shared-memory arrays a thread reads at its
 // own index are stored transposed (d-major) with one column of padding, so a warp's accesses hit 32
 // different banks; tile arrays every thread reads at the same index are broadcasts.
-// Tested by tests/test_cuda.cpp (`build/bin/tests -tc='*cuda*attention*'` on a machine with a GPU).
+// Tested by tests/00_common/test_cuda.cpp (`build/bin/tests_00 -tc='*cuda*attention*'` on a machine with a GPU).
 #include "attention_common.cuh"
 
 namespace penta::cuda {

@@ -8,7 +8,7 @@
 // dK += scale · dS^T Q,  with D = rowsum(dO ∘ O) (attention_common.cuh).
 // GQA: the `group` query heads of one kv head are issued as separate strided-batched GEMMs over the kv
 // heads, so each call's batch entries write distinct dK/dV heads and the calls accumulate in turn.
-// Tested by tests/test_cuda.cpp (`build/bin/tests -tc='*cuda*attention*'` on a machine with a GPU).
+// Tested by tests/00_common/test_cuda.cpp (`build/bin/tests_00 -tc='*cuda*attention*'` on a machine with a GPU).
 #include "attention_common.cuh"
 
 namespace penta::cuda {

@@ -8,7 +8,7 @@
 // (N, V) probabilities are never stored: the gradient (softmax - onehot) * grad_scale is written straight
 // into dlogits, which may be the logits buffer itself.
 // The per-row losses are summed in double by one block in a fixed order, so the loss is deterministic.
-// Tested by tests/test_cuda.cpp (`build/bin/tests -tc='*cuda*cross*'` on a machine with a GPU).
+// Tested by tests/00_common/test_cuda.cpp (`build/bin/tests_00 -tc='*cuda*cross*'` on a machine with a GPU).
 #include <climits>
 
 #include "cuda_util.cuh"

@@ -4,8 +4,8 @@
 // Playbook: "GPU kernels" — a kernel is launched as a grid of blocks of threads; threads of a block share
 // fast on-chip memory and can synchronise, blocks cannot. The reductions below are the two-level pattern
 // every row-wise kernel uses: warp shuffles first, then one value per warp through shared memory.
-// Internal to common/cuda/ (not a public header). Tested through tests/test_cuda.cpp
-// (`build/bin/tests -ts='ch00 np1' -tc='*cuda*'` on a machine with a GPU).
+// Internal to common/cuda/ (not a public header). Tested through tests/00_common/test_cuda.cpp
+// (`build/bin/tests_00 -ts='ch00 np1' -tc='*cuda*'` on a machine with a GPU).
 #pragma once
 #include <cublas_v2.h>
 

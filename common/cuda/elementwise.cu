@@ -7,7 +7,7 @@
 // with __NV_SATFINITE saturation — and must agree bit for bit with the host conversions of core.hpp.
 // init_normal calls the same rng_normal as the CPU (core.hpp, __host__ __device__), so a tensor gets the
 // same values on either device up to the last bits of logf/cosf (DESIGN §5).
-// Tested by tests/test_cuda.cpp (`build/bin/tests -tc='*cuda*'` on a machine with a GPU).
+// Tested by tests/00_common/test_cuda.cpp (`build/bin/tests_00 -tc='*cuda*'` on a machine with a GPU).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>

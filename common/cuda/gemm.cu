@@ -7,7 +7,7 @@
 // M and N — no data is moved.
 // TF32 stays off: results match the CPU reference to fp32 tolerance (11_mixed_precision turns on faster
 // math deliberately).
-// Tested by tests/test_cuda.cpp (`build/bin/tests -tc='*cuda*matmul*'` on a machine with a GPU).
+// Tested by tests/00_common/test_cuda.cpp (`build/bin/tests_00 -tc='*cuda*matmul*'` on a machine with a GPU).
 #include <climits>
 
 #include "cuda_util.cuh"

@@ -4,7 +4,7 @@
 // host only launches work. Copies use cudaMemcpyDefault: with unified virtual addressing the runtime
 // tells host and device pointers apart, so one function serves every direction.
 // Which GPU a rank uses is chosen once by the runtime (local rank), not here.
-// Tested through tests/test_cuda.cpp (`build/bin/tests -tc='*cuda*'` on a machine with a GPU).
+// Tested through tests/00_common/test_cuda.cpp (`build/bin/tests_00 -tc='*cuda*'` on a machine with a GPU).
 #include <cstdio>
 
 #include "cuda_util.cuh"

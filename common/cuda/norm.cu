@@ -9,7 +9,7 @@
 //   make the order of those few additions vary from run to run (the usual trade-off, as in PyTorch);
 // - rmsnorm's dw is a sum over all rows, done deterministically: blocks of columns × groups of rows write
 //   partial sums, then a second kernel adds the groups in a fixed order.
-// Tested by tests/test_cuda.cpp (`build/bin/tests -tc='*cuda*'` on a machine with a GPU).
+// Tested by tests/00_common/test_cuda.cpp (`build/bin/tests_00 -tc='*cuda*'` on a machine with a GPU).
 #include <cmath>
 #include <vector>
 

@@ -6,7 +6,7 @@
 // write one partial sum, then one block adds the partials in a fixed order, all in double. Atomics would
 // add in whatever order blocks finish, and the grad norm — hence the clipped step — would change from run
 // to run.
-// Tested by tests/test_cuda.cpp (`build/bin/tests -tc='*cuda*'` on a machine with a GPU).
+// Tested by tests/00_common/test_cuda.cpp (`build/bin/tests_00 -tc='*cuda*'` on a machine with a GPU).
 #include <cmath>
 
 #include "cuda_util.cuh"

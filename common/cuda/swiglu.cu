@@ -4,7 +4,7 @@
 // op is memory bound — three reads and two writes per element in backward — so the kernel is one
 // grid-stride loop over coalesced elements and nothing more (11_mixed_precision / 10_kernels fuse it with
 // neighbours to save those bytes).
-// Tested by tests/test_cuda.cpp (`build/bin/tests -tc='*cuda*swiglu*'` on a machine with a GPU).
+// Tested by tests/00_common/test_cuda.cpp (`build/bin/tests_00 -tc='*cuda*swiglu*'` on a machine with a GPU).
 #include "cuda_util.cuh"
 
 namespace penta::cuda {

@@ -3,7 +3,7 @@
 // and the log-sum-exp merge that context parallelism relies on.
 //
 // Playbook: "Flash attention", "Context parallelism". Code under test: common/attention_cpu.cpp.
-// Run: build/bin/tests -tc='*attention*'   (or `make test CH=00`)
+// Run: build/bin/tests_00 -tc='*attention*'   (or `make test CH=00`)
 #include <algorithm>
 #include <cmath>
 #include <limits>

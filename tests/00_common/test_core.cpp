@@ -3,7 +3,7 @@
 // allocator's byte accounting.
 //
 // Playbook: "Mixed precision training" (number formats) and "Memory usage in Transformers" (counting bytes).
-//   make test CH=00        or   build/bin/tests -ts='ch00 np1'
+//   make test CH=00        or   build/bin/tests_00 -ts='ch00 np1'
 //
 // Expected codes were derived from the formats by hand and cross-checked: bf16 with torch
 // (x.to(torch.bfloat16)), f16 with numpy.float16, fp8 with a nearest-value search over all 256 codes.

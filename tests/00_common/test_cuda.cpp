@@ -4,7 +4,7 @@
 // Playbook: "GPU kernels" / "Flash attention" — a kernel is only trusted once it matches a simple reference.
 // Uses only the public API (Device::cuda tensors), so it compiles in a CPU-only build, where every case
 // is reported as skipped.
-//   build/bin/tests -ts='ch00 np1' -tc='*cuda*'        (scripts/gpu_check.sh runs it on a GPU machine)
+//   build/bin/tests_00 -ts='ch00 np1' -tc='*cuda*'        (scripts/gpu_check.sh runs it on a GPU machine)
 #include <cfloat>
 #include <cmath>
 #include <cstring>

@@ -3,7 +3,7 @@
 //
 // Playbook: "First steps: training on one GPU" — these are the ops of one training step; everything
 // later (TP, CP, ZeRO, ...) is tested against them. Attention has its own file (test_attention.cpp).
-//   make test CH=00     or     build/bin/tests -ts='ch00 np1' -tc='ops:*'
+//   make test CH=00     or     build/bin/tests_00 -ts='ch00 np1' -tc='ops:*'
 #include <algorithm>
 #include <cmath>
 

@@ -1,5 +1,6 @@
 // equivalence.hpp — the two halves of the equivalence test of DESIGN §7 that the data-, ZeRO-, tensor- and
-// sequence-parallel tests share (tests/test_dp.cpp, test_zero.cpp, tp_testing.cpp for test_tp.cpp and test_sp.cpp): the
+// sequence-parallel tests share (tests/02_data_parallel/test_dp.cpp, tests/03_zero/test_zero.cpp,
+// tests/04_tensor_parallel/tp_testing.cpp for test_tp.cpp and test_sp.cpp): the
 // single-rank reference run of a global batch, and the comparison of final weights tensor by tensor.
 // Kept apart from testing.hpp, which stays free of the model and the training step.
 // Run the tests that use it: `make test CH=02` (and CH=03, 04, 05).

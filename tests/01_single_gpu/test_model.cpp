@@ -1,7 +1,7 @@
 // test_model.cpp — chapter 01's Llama decoder: the hand-written backward against finite differences,
 // activation recomputation (same gradients, predicted bytes == allocated bytes), gradient accumulation,
 // configs and presets, the flat layout and its shard-exact initialisation.
-// Playbook: "First steps: training on one GPU". Run: `build/bin/tests -ts='ch01 np1'` (`make test CH=01`).
+// Playbook: "First steps: training on one GPU". Run: `build/bin/tests_01 -ts='ch01 np1'` (`make test CH=01`).
 #include <unistd.h>
 
 #include <cmath>

@@ -1,6 +1,6 @@
 // test_optim.cpp — AdamW over ranges (no decay for norm weights), global grad-norm clipping, the same
 // update on a ZeRO-style shard, the warmup + cosine LR schedule, and the step log / metrics helpers.
-// Run: build/bin/tests -ts='ch01 np1' -tc='*AdamW*,*clip*,*LR*,*StepLog*,*FLOP*'
+// Run: build/bin/tests_01 -ts='ch01 np1' -tc='*AdamW*,*clip*,*LR*,*StepLog*,*FLOP*'
 #include <unistd.h>
 
 #include <cmath>

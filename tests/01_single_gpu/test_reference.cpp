@@ -4,7 +4,7 @@
 // AdamW steps (01_single_gpu/reference_dump.cpp), then runs tools/torch_reference.py, which rebuilds the
 // model in PyTorch (float64) and compares. Skipped, and reported as skipped, when no python3 imports torch
 // (Debian: apt-get install python3-torch; CI installs it).
-//   build/bin/tests -ts='ch01 np1' -tc='*PyTorch*'
+//   build/bin/tests_01 -ts='ch01 np1' -tc='*PyTorch*'
 #include <unistd.h>
 
 #include <cstdlib>

@@ -8,9 +8,10 @@
 # The same command without the injection must exit 0, so the failure is the injection's and nothing else.
 # Prints "N passed, N failed, N skipped" like the test binary; scripts/run_tests.sh adds it to the total.
 #
-#   bash tests/02_data_parallel/abort_test.sh build/bin    (BIN dir; MPIRUN from the environment, as make sets it)
+#   bash tests/02_data_parallel/abort_test.sh build/bin    (the BIN dir; without it $BIN, as make sets it, or
+#                                                          build/bin; MPIRUN from the environment, as make sets it)
 set -uo pipefail
-bin=${1:-build/bin}
+bin=${1:-${BIN:-build/bin}}
 mpirun_cmd=${MPIRUN:-mpirun --oversubscribe}
 [ "$(id -u)" = 0 ] && [[ "$mpirun_cmd" != *allow-run-as-root* ]] && mpirun_cmd+=" --allow-run-as-root"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1

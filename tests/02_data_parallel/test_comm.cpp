@@ -6,7 +6,7 @@
 // exact in f32 in any order), random normals where the ring all-reduce meets a different summation order.
 // Sizes include 0, 1 and sizes that 2 and 4 do not divide (7, 1000 over 3 parts, 4099), since parts are
 // uneven then (comm.hpp: the first M % K ranks hold one element more).
-//   mpirun -np 4 build/bin/tests -ts='ch02 np4' -tc='*all_reduce*'      (also np1, np2; `make test CH=02`)
+//   mpirun -np 4 build/bin/tests_02 -ts='ch02 np4' -tc='*all_reduce*'      (also np1, np2; `make test CH=02`)
 #include <sys/stat.h>
 #include <unistd.h>
 

@@ -3,7 +3,7 @@
 // parts: creation (unique id, device choice), every collective, send/recv batching (a send to self and the
 // matching receive must go out as one NCCL group, or the GPU waits forever), split, the stream ordering of
 // wait(), counters and the error messages. Skipped without a GPU.
-//   build/bin/tests -ts='ch02 np1' -tc='*NCCL*'
+//   build/bin/tests_02 -ts='ch02 np1' -tc='*NCCL*'
 #include "../../common/comm.hpp"
 #include "../testing.hpp"
 

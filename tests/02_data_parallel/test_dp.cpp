@@ -2,7 +2,7 @@
 // like one rank on the whole global batch), naive vs bucketed, no_sync on vs off, bytes per step equal to
 // the ring formula 2(K-1)/K · M, and the bucket plan.
 // Playbook: "Data parallelism". Run: `make test CH=02`, or by hand
-//   mpirun -np 4 build/bin/tests -ts='ch02 np4' -tc='*data parallel*'
+//   mpirun -np 4 build/bin/tests_02 -ts='ch02 np4' -tc='*data parallel*'
 #include "../../02_data_parallel/data_parallel.hpp"
 #include "../../common/runtime.hpp"
 #include "../01_single_gpu/equivalence.hpp"

@@ -1,7 +1,7 @@
 // test_grid.cpp — ParallelGrid: world rank <-> (pp, dp, cp, tp) coordinates, the layout checks and their
 // messages, and, on a real world of 1, 2 or 4 ranks, that every axis Comm holds the documented ranks.
 // Playbook: "5D parallelism in a nutshell" (rank order: tp fastest, so TP stays inside a node).
-//   mpirun -np 4 build/bin/tests -ts='ch02 np4' -tc='*ParallelGrid*'      (also np1, np2; `make test CH=02`)
+//   mpirun -np 4 build/bin/tests_02 -ts='ch02 np4' -tc='*ParallelGrid*'      (also np1, np2; `make test CH=02`)
 #include <functional>
 
 #include "../../common/grid.hpp"

@@ -3,7 +3,7 @@
 // formulas.hpp's zero_model_state_bytes_fp32 exactly, and its bytes per step equal zero_step_bytes —
 // ZeRO-3 sends exactly 1.5× ZeRO-1's for a tied model (3Ψ vs 2Ψ).
 // Playbook: "Zero Redundancy Optimizer (ZeRO)". Run: `make test CH=03`, or by hand
-//   mpirun -np 4 build/bin/tests -ts='ch03 np4'
+//   mpirun -np 4 build/bin/tests_03 -ts='ch03 np4'
 #include "../../02_data_parallel/data_parallel.hpp"
 #include "../../03_zero/zero.hpp"
 #include "../../common/formulas.hpp"

@@ -4,7 +4,7 @@
 // grad norms, gathered weights, rtol 1e-5), vocabularies tp does not divide, the counted bytes per layer
 // against 8(t-1)/t·s·b·h, and the layouts that must be refused. The helpers are tp_testing.hpp's.
 // Playbook: "Tensor parallelism". Run: `make test CH=04`, or
-//   mpirun --allow-run-as-root --oversubscribe -np 2 build/bin/tests -ts='ch04 np2'
+//   mpirun --allow-run-as-root --oversubscribe -np 2 build/bin/tests_04 -ts='ch04 np2'
 #include <algorithm>
 #include <cmath>
 

@@ -5,7 +5,7 @@
 // when the tokens do not split evenly.
 // The helpers are tp_testing.hpp's, with SP's pieces from sp_testing.hpp (sp_parts()).
 // Playbook: "Sequence parallelism". Run: `make test CH=05`, or
-//   mpirun --allow-run-as-root --oversubscribe -np 2 build/bin/tests -ts='ch05 np2'
+//   mpirun --allow-run-as-root --oversubscribe -np 2 build/bin/tests_05 -ts='ch05 np2'
 #include "../../05_sequence_parallel/sequence_parallel.hpp"
 #include "../../04_tensor_parallel/vocab_parallel.hpp"
 #include "../../common/formulas.hpp"
