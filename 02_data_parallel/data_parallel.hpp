@@ -8,7 +8,7 @@
 //             are final, so it travels while backward computes the earlier layers
 //   no_sync   under gradient accumulation only the LAST micro-batch's backward communicates: the sum of
 //             sums is the same, with grad_accum times fewer bytes
-// The loss of every rank is already divided by the GLOBAL batch's token count (DESIGN §5), so the
+// The loss of every rank is already divided by the GLOBAL batch's token count (ARCHITECTURE.md §6), so the
 // all-reduce is a SUM, not an average: after it every rank holds exactly the single-device gradient.
 // Bytes per step (ring all-reduce of M gradient bytes over K ranks): 2(K-1)/K · M, checked against
 // Comm's counters. The ring itself, built from send/recv, is ring_all_reduce.hpp.

@@ -13,7 +13,7 @@
 //           and again before backward needs it (zero3_params.hpp), gradients as ZeRO-2, and AdamW
 //           updates the weight shard in place — nothing to gather after the step.      bytes 3Ψ
 // (Ψ here = (N-1)/N · 4 bytes per parameter: the ring accounting of comm.hpp.) The loss of every rank is
-// divided by the global token count (DESIGN §5), so the reduction is a plain SUM, as in ch02.
+// divided by the global token count (ARCHITECTURE.md §6), so the reduction is a plain SUM, as in ch02.
 //
 // Memory per rank (fp32, S = this rank's shard elements ≈ Ψ/N; formulas.hpp: zero_model_state_bytes_fp32):
 //   ZeRO-1  params 4Ψ   grads 4Ψ   optim 8S        ZeRO-2  params 4Ψ  grads 4S  optim 8S

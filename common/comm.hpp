@@ -14,7 +14,7 @@
 // [part_start(M, K, r), part_start(M, K, r + 1)), the first M % K ranks one element more than the
 // rest — so sizes that K does not divide work, and a part is a contiguous range of a flat buffer.
 //
-// Counters (DESIGN §6): calls and bytes per op, counted as the ring algorithm sends them, the way
+// Counters (ARCHITECTURE.md §6): calls and bytes per op, counted as the ring algorithm sends them, the way
 // nccl-tests reports bus bandwidth: all-reduce 2(K-1)/K·M, reduce-scatter and all-gather (K-1)/K·M
 // (M = the whole buffer's bytes), broadcast M, send M, all-to-all (K-1)/K·M (M = the bytes this rank
 // hands in). bytes are a double because (K-1)/K·M need not be an integer.

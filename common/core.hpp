@@ -5,7 +5,7 @@
 // - dtypes (f32, bf16, f16, fp8 e4m3 / e5m2, i32) and their host conversions: round-to-nearest-even, with
 //   the saturation rules of the OCP 8-bit floating point spec (playbook: "Mixed precision training").
 // - a counter-based RNG (Philox-4x32-10): a value depends only on (seed, stream, element index), so a
-//   tensor shard initialises to exactly the slice of the full tensor (DESIGN §5).
+//   tensor shard initialises to exactly the slice of the full tensor (ARCHITECTURE.md §6).
 //
 // Header-only apart from dtype.cpp and runtime.cpp. Tested by tests/00_common/test_core.cpp (`make test CH=00`).
 #pragma once

@@ -1,7 +1,7 @@
 // data.cpp — the datasets of data.hpp: the addition task, token files (llm.c shards, raw uint16, bytes of
 // a text file) and the --data factory.
 //
-// Playbook: "Data parallelism"; DESIGN §5 (a sample is a pure function of its global id).
+// Playbook: "Data parallelism"; ARCHITECTURE.md §6 (a sample is a pure function of its global id).
 // Tested by tests/01_single_gpu/test_data.cpp: `build/bin/tests_01 -ts='ch01 np1'`.
 #include "data.hpp"
 

@@ -1,7 +1,7 @@
 // data.hpp — where the training tokens come from, in an order that does not depend on the layout.
 //
 // Playbook: "Data parallelism" (every rank reads a different slice of the same global batch) and the
-// determinism rule of DESIGN §5: sample g of step s is global sample id s*G + g (G = global batch in
+// determinism rule of ARCHITECTURE.md §6: sample g of step s is global sample id s*G + g (G = global batch in
 // sequences), and a sample is a pure function of (dataset, seed, sample id). So dp=1 or dp=8, one
 // micro-batch or eight, every layout trains on exactly the same tokens.
 //

@@ -1,4 +1,4 @@
-// model.hpp — the Llama decoder, written once, with hand-written forward and backward (DESIGN §4).
+// model.hpp — the Llama decoder, written once, with hand-written forward and backward (ARCHITECTURE.md §3).
 //
 //   x = embed(tokens)                                            (vocab-parallel under TP)
 //   per layer:  x_mid = x + Attn(RMSNorm(x))                      (q/k/v, RoPE, causal GQA attention, o)
@@ -101,7 +101,7 @@ class Model {
 
     // One micro-batch through this rank's slice. global_tokens is the number of non-ignored targets in the
     // GLOBAL batch (all micro-batches, all data-parallel ranks): the loss and its gradient are divided by
-    // it, never by a local count (DESIGN §5). A pipeline stage without the embedding reads hidden_in (N, h)
+    // it, never by a local count (ARCHITECTURE.md §6). A pipeline stage without the embedding reads hidden_in (N, h)
     // instead of tokens; one without the head returns its output in MicroBatchActs::output and takes
     // d loss / d output in backward. Keep mb's tokens alive until the backward (the embedding reads them).
     MicroBatchActs forward(const MicroBatch& mb, double global_tokens, const Tensor& hidden_in = {});

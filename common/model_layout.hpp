@@ -4,7 +4,7 @@
 //
 // Layer-major units: the embedding, then each decoder layer's unit(s), then the head (final norm and,
 // untied, lm_head). Each unit is one contiguous range of the flat buffer, so a DP bucket is a run of units
-// and a ZeRO shard is made of a part of every unit (DESIGN §4). A layer's tensors are DECLARED by the
+// and a ZeRO shard is made of a part of every unit (ARCHITECTURE.md §3). A layer's tensors are DECLARED by the
 // parts that use them (LayoutBuilder): the block its two norms, the attention core q/k/v/o, the MLP core
 // gate/up/down — or a MoE core a router and experts, in a unit of their own with their own reduce group.
 // Units of layers a pipeline stage does not hold are present but empty, so unit ids agree across stages.
@@ -22,7 +22,7 @@
 // padded up to a multiple of tp; padding rows are zero), norms replicated.
 //
 // Playbook: "Tensor parallelism", "Pipeline parallelism", "ZeRO" (flat buffers), "5D parallelism",
-// DESIGN §5 (init). Test: `build/bin/tests_01 -ts='ch01 np1' -tc='*layout*'`.
+// ARCHITECTURE.md §6 (init). Test: `build/bin/tests_01 -ts='ch01 np1' -tc='*layout*'`.
 #pragma once
 #include <string>
 #include <vector>

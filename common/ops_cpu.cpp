@@ -382,7 +382,7 @@ void convert(Tensor& dst, const Tensor& src) {
 // ---- initialisation ---------------------------------------------------------------------------------
 
 // The value of an element depends only on its index in the FULL tensor, so a TP or ZeRO shard that
-// passes its (row0, col0) offsets gets exactly its slice of what one rank would have drawn (DESIGN §5).
+// passes its (row0, col0) offsets gets exactly its slice of what one rank would have drawn (ARCHITECTURE.md §6).
 void init_normal(Tensor& x, uint64_t seed, uint64_t stream, float std, int64_t row0, int64_t col0,
                  int64_t full_cols) {
     const int64_t C = x.dim() == 0 ? 1 : x.size(-1);

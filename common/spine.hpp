@@ -1,4 +1,4 @@
-// spine.hpp — the seams through which parallelism enters the one decoder of model.cpp (DESIGN §4).
+// spine.hpp — the seams through which parallelism enters the one decoder of model.cpp (ARCHITECTURE.md §3).
 //
 // The block is written once; each later chapter swaps in its own implementation of one of these:
 //   TensorParallelBoundary  Megatron's f and g around column/row-parallel linears (ch04), SP's

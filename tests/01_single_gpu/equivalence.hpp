@@ -1,4 +1,4 @@
-// equivalence.hpp — the two halves of the equivalence test of DESIGN §7 that the data-, ZeRO-, tensor- and
+// equivalence.hpp — the two halves of the equivalence test of ARCHITECTURE.md §6 that the data-, ZeRO-, tensor- and
 // sequence-parallel tests share (tests/02_data_parallel/test_dp.cpp, tests/03_zero/test_zero.cpp,
 // tests/04_tensor_parallel/tp_testing.cpp for test_tp.cpp and test_sp.cpp): the
 // single-rank reference run of a global batch, and the comparison of final weights tensor by tensor.
@@ -23,7 +23,7 @@ struct Trained {
 
 // The single-rank reference: `steps` AdamW steps of `model` on one device, each on the whole global batch
 // of `rows` sequences of length `seq` as one micro-batch, step s at lr(s) with the gradient clipped to
-// norm `clip`. A layout that splits the same global batch must give the same numbers (DESIGN §5).
+// norm `clip`. A layout that splits the same global batch must give the same numbers (ARCHITECTURE.md §6).
 Trained train_reference(Model& model, const AdamWConfig& adamw, const Dataset& data, int64_t seq, int64_t rows,
                         int64_t steps, const std::function<float(int64_t)>& lr, float clip);
 

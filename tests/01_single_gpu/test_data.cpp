@@ -1,4 +1,4 @@
-// test_data.cpp — datasets: a sample is a pure function of its global id (DESIGN §5), the addition task is
+// test_data.cpp — datasets: a sample is a pure function of its global id (ARCHITECTURE.md §6), the addition task is
 // correct arithmetic with exactly its answers as targets, token files read back what was written, and bad
 // inputs fail with a message naming the file.
 // Run: build/bin/tests_01 -ts='ch01 np1' -tc='*data*,*addition*,*shard*'

@@ -1,4 +1,4 @@
-// test_dp.cpp — chapter 02, data parallelism: the equivalence test of DESIGN §7 (dp ranks train exactly
+// test_dp.cpp — chapter 02, data parallelism: the equivalence test of ARCHITECTURE.md §6 (dp ranks train exactly
 // like one rank on the whole global batch), naive vs bucketed, no_sync on vs off, bytes per step equal to
 // the ring formula 2(K-1)/K · M, and the bucket plan.
 // Playbook: "Data parallelism". Run: `make test CH=02`, or by hand

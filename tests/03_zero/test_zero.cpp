@@ -1,5 +1,5 @@
 // test_zero.cpp — chapter 03, ZeRO-1/2/3: each stage trains exactly like one rank on the whole global
-// batch (losses and final gathered weights, DESIGN §7), its model-state bytes per rank equal
+// batch (losses and final gathered weights, ARCHITECTURE.md §6), its model-state bytes per rank equal
 // formulas.hpp's zero_model_state_bytes_fp32 exactly, and its bytes per step equal zero_step_bytes —
 // ZeRO-3 sends exactly 1.5× ZeRO-1's for a tied model (3Ψ vs 2Ψ).
 // Playbook: "Zero Redundancy Optimizer (ZeRO)". Run: `make test CH=03`, or by hand
