@@ -80,8 +80,7 @@ void Model::notify(int unit, Pass pass, bool begin) {
     for (ModelObserver* o : observers_) begin ? o->unit_begin(unit, pass) : o->unit_end(unit, pass);
 }
 
-Tensor Model::acquire(int unit, Pass pass) {
-    const int next = pass == Pass::forward ? next_forward_[unit] : next_backward_[unit];
+Tensor Model::acquire(int unit, int next) {
     Tensor p = params_src_->acquire(unit, next);
     if (p.dtype == opt_.precision.act) return p;
     // weights stored in another dtype than the compute's (bf16 weights, f32 matmuls): a transient copy
@@ -148,8 +147,8 @@ void Model::norm_weight_grad(const ParamTensor& t, Tensor dw, const Tensor& dy, 
 
 // Saved tensors are allocated with `saved` (activations, or workspace while recomputing / evaluating), the
 // block output with `out_tag` (it is the next block's saved input).
-Tensor Model::block_forward(int64_t layer, const LayerParams& w, const MicroBatch& mb, const Tensor& x_in,
-                            LayerActs& a, Tag saved, Tag out_tag, bool keep_probs) {
+Tensor Model::block_forward(const LayerParams& w, const MicroBatch& mb, const Tensor& x_in, LayerActs& a, Tag saved,
+                            Tag out_tag, bool keep_probs) {
     const int64_t N = x_in.size(0), h = cfg_.hidden;
     const float eps = (float)cfg_.norm_eps;
     const DType act = opt_.precision.act;
@@ -236,15 +235,8 @@ double Model::head_forward(Run run, HeadActs& acts, const Tensor& x, const Tenso
     const Tag keep = run == Run::train ? Tag::activations : Tag::workspace;
     notify(unit, Pass::forward, true);
     Tensor p = acquire(unit, Pass::forward);
-    Tensor emb;
-    if (reads_embedding_in_head()) {
-        emb = params_src_->acquire(emb_unit, -1);  // kept since the embedding's forward
-        if (emb.dtype != opt_.precision.act) {
-            Tensor c = make({emb.numel()}, opt_.precision.act, device_, Tag::workspace);
-            convert(c, emb);
-            emb = c;
-        }
-    }
+    // a tied head reads the table the embedding's forward kept (released with again)
+    Tensor emb = reads_embedding_in_head() ? acquire(emb_unit, -1) : Tensor();
     acts.x = x;  // (N, h)
     acts.rstd = make({N}, DType::f32, device_, keep);
     Tensor xn = make({N, cfg_.hidden}, opt_.precision.act, device_, keep);
@@ -343,7 +335,7 @@ MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_t
         notify(unit, Pass::forward, true);
         LayerParams w = layer_params(i, Pass::forward);
         LayerActs a;
-        Tensor x_out = block_forward(i, w, acts.mb, x, a, saved, keep, keep_probs);
+        Tensor x_out = block_forward(w, acts.mb, x, a, saved, keep, keep_probs);
         release_layer(i);
         acts.aux_loss += a.mlp->aux_loss;
         if (train) {
@@ -398,7 +390,7 @@ Tensor Model::run_backward(MicroBatchActs& acts, const Tensor& doutput, bool inp
             if (opt_.recompute == Recompute::full) {
                 // rerun this block's forward exactly as Recompute::none would, into transient tensors
                 LayerActs r;
-                block_forward(i, w, mb, a.x_in, r, Tag::workspace, Tag::workspace, attn_->materialises_probs());
+                block_forward(w, mb, a.x_in, r, Tag::workspace, Tag::workspace, attn_->materialises_probs());
                 a = std::move(r);
             }
             dx = block_backward_input(w, mb, a, dx, keep);

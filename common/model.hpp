@@ -138,14 +138,16 @@ class Model {
     MicroBatchActs run_forward(Run run, const MicroBatch& mb, double global_tokens, const Tensor& hidden_in,
                                Tensor* logits);
     Tensor run_backward(MicroBatchActs& acts, const Tensor& doutput, bool input, bool weight);
-    Tensor acquire(int unit, Pass pass);  // the unit's weights in the compute dtype, with the walk's next unit
+    // the unit's weights in the compute dtype; next: the unit acquired after it (-1: none), or by the pass's walk
+    Tensor acquire(int unit, int next);
+    Tensor acquire(int unit, Pass pass) { return acquire(unit, pass == Pass::forward ? next_forward_[unit] : next_backward_[unit]); }
     void release(int unit, bool again = false) { params_src_->release(unit, again); }
     LayerParams layer_params(int64_t layer, Pass pass);  // acquires every unit of the layer
     LayerParams layer_grads(int64_t layer);
     void release_layer(int64_t layer);
     void grads_ready(int64_t layer);  // every unit of the layer
     Tensor embed_forward(const Tensor& tokens, Tag tag);
-    Tensor block_forward(int64_t layer, const LayerParams& w, const MicroBatch& mb, const Tensor& x_in, LayerActs& a,
+    Tensor block_forward(const LayerParams& w, const MicroBatch& mb, const Tensor& x_in, LayerActs& a,
                          Tag saved, Tag out_tag, bool keep_probs);
     Tensor block_backward_input(const LayerParams& w, const MicroBatch& mb, LayerActs& a, const Tensor& dx_out,
                                 Tag keep);

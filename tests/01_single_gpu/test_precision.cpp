@@ -2,7 +2,11 @@
 // weights with fp32 master weights train `small` like fp32 (the smoke test chapter 11 deepens), hold 2 bytes
 // per weight plus a 4-byte master copy, and the combinations the kernels cannot run yet are refused by name.
 // Playbook: "Mixed precision training". Run: `make test CH=01`.
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 
 #include "../../common/formulas.hpp"
 #include "../../common/training_step.hpp"
@@ -13,13 +17,33 @@ using namespace penta::testing;
 
 namespace {
 
-// 50 steps of `small` (chapter 01's learning-rate schedule) with `precision`; the losses and the model state
+// Text, not the addition task: its loss falls smoothly, where the addition task's plateau breaks at a step
+// that any rounding difference moves (an fp32 run with another micro-batch split differs by up to 19% per
+// step there), which would compare chaos, not precision. 64 KiB of 512 made-up words of 2-7 letters, drawn
+// by the counter RNG with Zipf-like frequencies, so the data never changes and stays far from memorised in
+// 50 steps (an fp32 run with another micro-batch split agrees with it to 1e-5 at every step).
+std::unique_ptr<Dataset> words_dataset(int32_t vocab) {
+    std::vector<std::string> words(512);
+    for (uint64_t w = 0; w < words.size(); w++)
+        for (uint32_t n = 2 + philox4x32(99, 1, w).v[0] % 6, c = 0; c < n; c++)
+            words[w] += (char)('a' + philox4x32(99, 2, w * 8 + c).v[0] % 26);
+    std::string text;
+    for (uint64_t i = 0; text.size() < 65536; i++) {
+        const Philox4 r = philox4x32(99, 3, i);
+        const uint32_t rank = (uint32_t)(words.size() * std::pow(u32_to_unit(r.v[0]), 2.0));  // frequent words first
+        text += words[rank];
+        text += r.v[1] % 9 == 0 ? ".\n" : " ";
+    }
+    const std::string path = "/tmp/penta_precision_words_" + std::to_string(getpid()) + ".txt";
+    std::ofstream(path) << text;
+    auto data = make_dataset("text:" + path, 1337, vocab);
+    std::remove(path.c_str());  // the dataset maps the file: its bytes stay readable
+    return data;
+}
+
 std::vector<double> train_small(const Precision& precision, ModelStateBytes* state) {
     const LlamaConfig cfg = preset("small");
-    // text, not the addition task: its loss falls smoothly, where the addition task's plateau breaks at a
-    // step that any rounding difference moves (an fp32 run with another micro-batch split differs by up to
-    // 19% per step there), which would compare chaos, not precision
-    auto data = make_dataset(std::string("text:") + PENTA_SOURCE_DIR + "/README.md", 1337, (int32_t)cfg.vocab);
+    auto data = words_dataset((int32_t)cfg.vocab);
     const Tag tags[] = {Tag::params, Tag::grads, Tag::master, Tag::optim};
     int64_t before[4];
     for (int i = 0; i < 4; i++) before[i] = mem_stats(Device::cpu).current[(int)tags[i]];
@@ -48,9 +72,10 @@ TEST_CASE("precision: bf16 weights with fp32 master weights train small for 50 s
     const std::vector<double> fp32 = train_small(Precision{}, &fp32_state);
     const std::vector<double> bf16 = train_small(Precision::bf16_params(), &bf16_state);
     CHECK(fp32.back() < 0.6 * fp32.front());  // it learns, so agreeing means something
-    // The loss of one step jumps by up to 15% from the previous one (each step reads other text), and bf16
-    // weights move those jumps by a few percent; the loss a run has reached is the mean over a window:
-    // each 10-step mean within 2% of fp32's, and no single step more than 5% off (no blow-up).
+    // The loss of one step jumps by up to 8% from the previous one (each step reads other text, and warmup
+    // ends in a few loss spikes), and bf16 weights move a spike by a step; the loss a run has reached is the
+    // mean over a window: each 10-step mean within 2% of fp32's (measured: 0.7% at most). Every single step
+    // within 15%: a run that diverged would be far off.
     for (size_t w = 0; w < fp32.size(); w += 10) {
         double a = 0, b = 0;
         for (size_t s = w; s < w + 10; s++) a += fp32[s] / 10, b += bf16[s] / 10;
@@ -59,7 +84,7 @@ TEST_CASE("precision: bf16 weights with fp32 master weights train small for 50 s
     }
     for (size_t s = 0; s < fp32.size(); s++) {
         INFO("step " << s + 1 << ": fp32 loss " << fp32[s] << ", bf16 weights " << bf16[s]);
-        CHECK(std::abs(bf16[s] - fp32[s]) <= 0.05 * fp32[s]);
+        CHECK(std::abs(bf16[s] - fp32[s]) <= 0.15 * fp32[s]);
     }
     CHECK(bf16 != fp32);  // the weights really were rounded to bf16
     const int64_t N = preset("small").n_params();
