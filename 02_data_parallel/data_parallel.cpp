@@ -67,6 +67,10 @@ DataParallelHooks::DataParallelHooks(Model& model, Comm& dp, DataParallelOptions
     CHECK(model.grads().defined(), "data parallelism all-reduces the model's whole flat gradient buffer, and this "
                                    "model has none (ModelOptions::resident_grads is off: use ZeRO's hooks)");
     const ParamLayout& layout = model.layout();
+    for (const ParamUnit& u : layout.units)  // one group for every unit: the dense model's
+        CHECK(!(u.sharded_on & kAxisEP) || u.numel == 0,
+              "unit %s is expert-parallel (sharded over ep): its gradients are summed over edp, not over the %s "
+              "group these hooks reduce every unit over", u.name.c_str(), dp.name().c_str());
     // naive: one "bucket" of everything, sent after backward by finish_gradients
     buckets_ = plan_buckets(layout, opt.mode == DpMode::naive ? std::numeric_limits<double>::infinity() : opt.bucket_mb,
                             dtype_size(model.grads().dtype));
@@ -100,7 +104,7 @@ void DataParallelHooks::begin_step() {
 // all-reduce adds K copies of it), so a micro-batch after the first accumulates into its own zeroed
 // buffer (fresh_), which is reduced and then added in: correct, at the price of a second gradient buffer and grad_accum times
 // the bytes — the cost no_sync avoids.
-void DataParallelHooks::before_backward(int64_t a, bool last) {
+void DataParallelHooks::before_gradients(int64_t a, bool last) {
     if (a > 0) end_micro_batch();
     communicate_ = last || !opt_.no_sync;
     if (a == 0 || opt_.no_sync) {

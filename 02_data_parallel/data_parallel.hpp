@@ -87,7 +87,7 @@ class DataParallelHooks : public StepHooks, public GradientSink {
 
     // StepHooks
     void begin_step() override;
-    void before_backward(int64_t a, bool last) override;
+    void before_gradients(int64_t a, bool last) override;
     void finish_gradients() override;
     // GradientSink
     Tensor grads(int unit) override;

@@ -19,8 +19,12 @@ ModelOptions zero_model_options(ZeroStage stage, ModelOptions base) {
     return base;
 }
 
-ZeroHooks::ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg, ParallelGrid* grid)
+ZeroHooks::ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg, ParallelGrid* grid, Axes dp_axes)
     : model_(model), dp_(dp), stage_(stage), shards_(model.layout(), dp.size(), dp.rank()) {
+    for (const ParamUnit& u : model.layout().units)  // every unit is cut over the one dp group
+        CHECK(!(u.sharded_on & kAxisEP) || u.numel == 0,
+              "unit %s is expert-parallel (sharded over ep): ZeRO would have to shard it over edp, not over the %s "
+              "group", u.name.c_str(), dp.name().c_str());
     const ModelOptions want = zero_model_options(stage, model.options());
     CHECK(model.options().resident_params == want.resident_params &&
               model.options().resident_grads == want.resident_grads,
@@ -50,7 +54,7 @@ ZeroHooks::ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg, P
     // shard (dp shards the optimizer's buffer) once per tp group, one all-reduce over every rank.
     const GridCoords coords = grid ? grid->coords() : GridCoords{dp.rank()};
     Tensor g = grad_shard_.defined() ? grad_shard_ : Tensor::empty({S}, pr.grad, dev, Tag::comm);
-    optim_ = std::make_unique<AdamW>(p, g, shards_.shard_ranges(optimizer_ranges(model.layout(), coords, kAxisDP)),
+    optim_ = std::make_unique<AdamW>(p, g, shards_.shard_ranges(optimizer_ranges(model.layout(), coords, dp_axes)),
                                      cfg, pr.fp32_master, grid ? &grid->world() : &dp);
     if (!param_shard_.defined()) optim_->param = Tensor();
     if (!grad_shard_.defined()) optim_->grad = Tensor();
@@ -63,6 +67,7 @@ ZeroHooks::~ZeroHooks() {
 
 void ZeroHooks::begin_step() {
     at_begin_ = dp_.counters();
+    if (stage_ == ZeroStage::zero1) optim_->grad = Tensor();  // a reduced buffer left by a pass outside a step
     if (grad_shard_.defined()) fill(grad_shard_, 0.0f);  // ZeRO-2/3 accumulate here; ZeRO-1's model zeroed its own
 }
 

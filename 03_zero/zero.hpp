@@ -53,8 +53,10 @@ class ZeroHooks : public StepHooks {
     // builds AdamW over this rank's shard. The model must have been built with zero_model_options(stage).
     // grid: the layout the model is part of, for the global gradient norm (every rank counts its own
     // shard's elements, once per tensor-parallel group; one all-reduce over the world); nullptr: dp is the
-    // whole job.
-    ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg, ParallelGrid* grid = nullptr);
+    // whole job. dp_axes: the grid axes the dp group spans (dp; dp | cp once context parallelism shards
+    // over dp × cp): the axes the optimizer's buffer is sharded over.
+    ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg, ParallelGrid* grid = nullptr,
+              Axes dp_axes = kAxisDP);
     ~ZeroHooks() override;
     ZeroHooks(const ZeroHooks&) = delete;
     ZeroHooks& operator=(const ZeroHooks&) = delete;

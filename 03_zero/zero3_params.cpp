@@ -19,7 +19,6 @@ Tensor GatheredParams::acquire(int unit, int next) {
     if (!x.whole.defined()) start_gather(unit);
     x.gather.wait();  // a prefetched unit is usually complete by now
     x.refs++;
-    x.kept = false;
     // the model's walk goes on to `next`: fetch it while this unit computes
     if (next >= 0 && !units_.at(next).whole.defined()) start_gather(next);
     return x.whole;
@@ -28,9 +27,8 @@ Tensor GatheredParams::acquire(int unit, int next) {
 void GatheredParams::release(int unit, bool again) {
     Unit& x = units_.at(unit);
     CHECK(x.refs > 0, "release(%d) of a unit that is not acquired", unit);
-    if (--x.refs > 0) return;
-    if (again) x.kept = true;  // the pass reads it once more: keep the gathered weights
-    else x = Unit{};           // frees them
+    if (--x.refs > 0 || again) return;  // again: the pass reads it once more, keep the gathered weights
+    x = Unit{};                         // frees them
 }
 
 bool GatheredParams::idle() const {

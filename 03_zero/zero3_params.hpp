@@ -39,8 +39,7 @@ class GatheredParams : public ParamProvider {
     struct Unit {
         Tensor whole;       // (unit numel) the gathered weights, Tag::comm; undefined when not gathered
         CommHandle gather;  // pending while the all-gather is in flight
-        int refs = 0;
-        bool kept = false;  // released with again: stays gathered for the pass's next acquire
+        int refs = 0;  // acquires not yet released; at 0 the unit is freed, unless released with again
     };
     void start_gather(int unit);
 

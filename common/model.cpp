@@ -48,13 +48,13 @@ Model::Model(const LlamaConfig& cfg, Device device, uint64_t seed, const ModelOp
     std::vector<int> fwd, bwd;
     if (s.has_embedding) fwd.push_back(layout_.embedding_unit());
     for (int64_t i = s.layer_begin; i < s.layer_end; i++)
-        for (int u : layout_.layer_units[i]) fwd.push_back(u);
+        for (int u : held_units(i)) fwd.push_back(u);
     if (s.has_head) {
         fwd.push_back(layout_.head_unit());
         bwd.push_back(layout_.head_unit());
     }
     for (int64_t i = s.layer_end - 1; i >= s.layer_begin; i--)
-        for (int u : layout_.layer_units[i]) bwd.push_back(u);
+        for (int u : held_units(i)) bwd.push_back(u);
     next_forward_.assign(layout_.units.size(), -1);
     next_backward_.assign(layout_.units.size(), -1);
     for (size_t k = 0; k + 1 < fwd.size(); k++) next_forward_[fwd[k]] = fwd[k + 1];
@@ -89,24 +89,31 @@ Tensor Model::acquire(int unit, int next) {
     return c;
 }
 
+std::vector<int> Model::held_units(int64_t layer) const {
+    std::vector<int> held;  // a core may declare a unit with no tensor on this rank (a MoE rank without experts)
+    for (int u : layout_.layer_units[layer])
+        if (layout_.units[u].numel > 0) held.push_back(u);
+    return held;
+}
+
 LayerParams Model::layer_params(int64_t layer, Pass pass) {
     LayerParams w(layout_, layer);
-    for (int u : layout_.layer_units[layer]) w.add_unit(u, acquire(u, pass));
+    for (int u : held_units(layer)) w.add_unit(u, acquire(u, pass));
     return w;
 }
 
 LayerParams Model::layer_grads(int64_t layer) {
     LayerParams g(layout_, layer);
-    for (int u : layout_.layer_units[layer]) g.add_unit(u, sink_->grads(u));
+    for (int u : held_units(layer)) g.add_unit(u, sink_->grads(u));
     return g;
 }
 
 void Model::release_layer(int64_t layer) {
-    for (int u : layout_.layer_units[layer]) release(u);
+    for (int u : held_units(layer)) release(u);
 }
 
 void Model::grads_ready(int64_t layer) {
-    for (int u : layout_.layer_units[layer]) sink_->layer_grads_ready(u);
+    for (int u : held_units(layer)) sink_->layer_grads_ready(u);
 }
 
 Tensor Model::tensor_in(const Tensor& unit_flat, int unit, const std::string& role) const {
@@ -147,8 +154,8 @@ void Model::norm_weight_grad(const ParamTensor& t, Tensor dw, const Tensor& dy, 
 
 // Saved tensors are allocated with `saved` (activations, or workspace while recomputing / evaluating), the
 // block output with `out_tag` (it is the next block's saved input).
-Tensor Model::block_forward(const LayerParams& w, const MicroBatch& mb, const Tensor& x_in, LayerActs& a, Tag saved,
-                            Tag out_tag, bool keep_probs) {
+Tensor Model::block_forward(const LayerParams& w, const MicroBatch& mb, double global_tokens, const Tensor& x_in,
+                            LayerActs& a, Tag saved, Tag out_tag, bool keep_probs) {
     const int64_t N = x_in.size(0), h = cfg_.hidden;
     const float eps = (float)cfg_.norm_eps;
     const DType act = opt_.precision.act;
@@ -170,7 +177,7 @@ Tensor Model::block_forward(const LayerParams& w, const MicroBatch& mb, const Te
     rmsnorm_forward(a.x_mid, w["post_attention_layernorm.weight"], xn2, a.mlp_rstd, eps);
     a.xn2 = tp_->enter_forward(xn2);  // f   (Ng, h)
     Tensor y2;
-    a.mlp = mlp_->forward(cfg_, w, a.xn2, y2, saved);
+    a.mlp = mlp_->forward(cfg_, w, mb, global_tokens, a.xn2, y2, saved);
     Tensor mlp = tp_->exit_forward(y2);  // g   (N, h)
     Tensor x_out = make({N, h}, act, device_, out_tag);
     add(a.x_mid, mlp, x_out);
@@ -185,7 +192,7 @@ Tensor Model::block_backward_input(const LayerParams& w, const MicroBatch& mb, L
     Tensor dy2 = tp_->exit_backward(dx_out);  // g^T (Ng, h)
     Tensor dxn2 = mlp_->backward_input(w, *a.mlp, dy2, keep);
     a.d_xn2 = tp_->enter_backward(dxn2);  // f^T (N, h)
-    Tensor dx_mid = make(a.x_mid.shape, a.x_mid.dtype, device_, Tag::workspace);
+    Tensor dx_mid = make(a.x_mid.shape, a.x_mid.dtype, device_, keep);  // attention's W reads it (as d_y)
     rmsnorm_backward(a.d_xn2, a.x_mid, w["post_attention_layernorm.weight"], a.mlp_rstd, dx_mid, no_dw);
     add_inplace(dx_mid, dx_out);  // the residual path
 
@@ -193,7 +200,7 @@ Tensor Model::block_backward_input(const LayerParams& w, const MicroBatch& mb, L
     Tensor dy1 = tp_->exit_backward(dx_mid);  // g^T (Ng, h)
     Tensor dxn1 = attn_->backward_input(cfg_, w, mb, a.attn, dy1, keep);
     a.d_xn1 = tp_->enter_backward(dxn1);  // f^T (N, h)
-    Tensor dx_in = make(a.x_in.shape, a.x_in.dtype, device_, Tag::workspace);
+    Tensor dx_in = make(a.x_in.shape, a.x_in.dtype, device_, keep);  // the layer below's MLP W reads it
     rmsnorm_backward(a.d_xn1, a.x_in, w["input_layernorm.weight"], a.attn_rstd, dx_in, no_dw);
     add_inplace(dx_in, dx_mid);
     return dx_in;
@@ -260,15 +267,15 @@ double Model::head_forward(Run run, HeadActs& acts, const Tensor& x, const Tenso
     return loss;
 }
 
-Tensor Model::head_backward_input(HeadActs& acts) {
+Tensor Model::head_backward_input(HeadActs& acts, Tag keep) {
     const int unit = layout_.head_unit(), emb_unit = layout_.embedding_unit();
     Tensor p = acquire(unit, Pass::backward_input);
     Tensor emb = reads_embedding_in_head() ? acquire(emb_unit, Pass::backward_input) : Tensor();
     Tensor W = lm_head_weight(p, emb), no_dw;
-    Tensor dxn = make(acts.xn.shape, acts.xn.dtype, device_, Tag::workspace);
+    Tensor dxn = make(acts.xn.shape, acts.xn.dtype, device_, keep);  // becomes d_xn, the final norm's W reads it
     linear_backward(acts.dlogits, acts.xn, W, dxn, no_dw);
     acts.d_xn = tp_->enter_backward(dxn);  // f^T (N, h)
-    Tensor dx = make(acts.x.shape, acts.x.dtype, device_, Tag::workspace);
+    Tensor dx = make(acts.x.shape, acts.x.dtype, device_, keep);  // the last layer's MLP W reads it
     rmsnorm_backward(acts.d_xn, acts.x, tensor_in(p, unit, "model.norm.weight"), acts.rstd, dx, no_dw);
     if (reads_embedding_in_head()) release(emb_unit);
     release(unit);
@@ -327,6 +334,7 @@ MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_t
         saved == Tag::activations && opt_.recompute == Recompute::none && attn_->materialises_probs();
     MicroBatchActs acts;
     acts.mb = mb;
+    acts.global_tokens = global_tokens;
     if (mb.tokens.defined()) acts.mb.tokens = mb.tokens.view({N});
     if (mb.targets.defined()) acts.mb.targets = mb.targets.view({N});
     Tensor x = s.has_embedding ? embed_forward(acts.mb.tokens, keep) : hidden_in.view({N, cfg_.hidden});  // (N, h)
@@ -335,7 +343,7 @@ MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_t
         notify(unit, Pass::forward, true);
         LayerParams w = layer_params(i, Pass::forward);
         LayerActs a;
-        Tensor x_out = block_forward(w, acts.mb, x, a, saved, keep, keep_probs);
+        Tensor x_out = block_forward(w, acts.mb, global_tokens, x, a, saved, keep, keep_probs);
         release_layer(i);
         acts.aux_loss += a.mlp->aux_loss;
         if (train) {
@@ -360,7 +368,10 @@ MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_t
 Tensor Model::run_backward(MicroBatchActs& acts, const Tensor& doutput, bool input, bool weight) {
     const PipelineSlice& s = layout_.slice;
     const MicroBatch& mb = acts.mb;
-    const Tag keep = Tag::workspace;  // what B leaves for W is transient: it lives until W
+    // What B leaves for W (the gradients the weight gradients read, a recomputed block) lives until W: a
+    // transient when W follows at once, but held like activations when a schedule defers W, so the memory
+    // table shows what deferring costs.
+    const Tag keep = weight ? Tag::workspace : Tag::activations;
     CHECK(input != acts.inputs_done, "backward_%s on a micro-batch whose input gradients are %s",
           input ? "input" : "weight", input ? "already done" : "not done yet");
     Tensor dx;
@@ -372,7 +383,7 @@ Tensor Model::run_backward(MicroBatchActs& acts, const Tensor& doutput, bool inp
         const int unit = layout_.head_unit();
         if (input) {
             notify(unit, Pass::backward_input, true);
-            dx = head_backward_input(acts.head);
+            dx = head_backward_input(acts.head, keep);
             notify(unit, Pass::backward_input, false);
         }
         if (weight) {
@@ -390,7 +401,7 @@ Tensor Model::run_backward(MicroBatchActs& acts, const Tensor& doutput, bool inp
             if (opt_.recompute == Recompute::full) {
                 // rerun this block's forward exactly as Recompute::none would, into transient tensors
                 LayerActs r;
-                block_forward(w, mb, a.x_in, r, Tag::workspace, Tag::workspace, attn_->materialises_probs());
+                block_forward(w, mb, acts.global_tokens, a.x_in, r, keep, keep, attn_->materialises_probs());
                 a = std::move(r);
             }
             dx = block_backward_input(w, mb, a, dx, keep);

@@ -75,6 +75,7 @@ struct MicroBatchActs {
     HeadActs head;
     Tensor output;    // (N, h) stage output when the stage has no head (pipeline)
     Tensor d_embed;   // B -> W: d loss / d embedding output (N, h), the embedding's weight gradient reads it
+    double global_tokens = 0;  // the loss's denominator this forward was given
     double loss = 0;      // sum of this micro-batch's token losses / global token count (the head's stage)
     double aux_loss = 0;  // what the MLP cores added (MoE load balancing); 0 for dense layers
     bool inputs_done = false;  // backward_input has run; backward_weight is due
@@ -106,7 +107,8 @@ class Model {
     // d loss / d output in backward. Keep mb's tokens alive until the backward (the embedding reads them).
     MicroBatchActs forward(const MicroBatch& mb, double global_tokens, const Tensor& hidden_in = {});
     // B: every input gradient, head to embedding; returns d loss / d hidden_in for a stage without the
-    // embedding (undefined otherwise). Keeps what backward_weight needs, drops the rest.
+    // embedding (undefined otherwise). Keeps what backward_weight needs, drops the rest — including the
+    // caller's doutput and the forward's hidden_in: a stage link must not reuse those buffers before W.
     Tensor backward_input(MicroBatchActs& acts, const Tensor& doutput = {});
     // W: the weight gradients, accumulated; each unit is handed to the gradient sink when final. Frees acts.
     void backward_weight(MicroBatchActs& acts);
@@ -142,19 +144,20 @@ class Model {
     Tensor acquire(int unit, int next);
     Tensor acquire(int unit, Pass pass) { return acquire(unit, pass == Pass::forward ? next_forward_[unit] : next_backward_[unit]); }
     void release(int unit, bool again = false) { params_src_->release(unit, again); }
+    std::vector<int> held_units(int64_t layer) const;    // the layer's units that hold tensors here
     LayerParams layer_params(int64_t layer, Pass pass);  // acquires every unit of the layer
     LayerParams layer_grads(int64_t layer);
     void release_layer(int64_t layer);
     void grads_ready(int64_t layer);  // every unit of the layer
     Tensor embed_forward(const Tensor& tokens, Tag tag);
-    Tensor block_forward(const LayerParams& w, const MicroBatch& mb, const Tensor& x_in, LayerActs& a,
-                         Tag saved, Tag out_tag, bool keep_probs);
+    Tensor block_forward(const LayerParams& w, const MicroBatch& mb, double global_tokens, const Tensor& x_in,
+                         LayerActs& a, Tag saved, Tag out_tag, bool keep_probs);
     Tensor block_backward_input(const LayerParams& w, const MicroBatch& mb, LayerActs& a, const Tensor& dx_out,
                                 Tag keep);
     void block_backward_weight(int64_t layer, LayerActs& a);
     double head_forward(Run run, HeadActs& acts, const Tensor& x, const Tensor& targets, double global_tokens,
                         Tensor* logits);
-    Tensor head_backward_input(HeadActs& acts);
+    Tensor head_backward_input(HeadActs& acts, Tag keep);
     void head_backward_weight(HeadActs& acts);
     // dw += the RMSNorm weight gradient; summed over tp first when the tensor's gradient is a partial sum there
     void norm_weight_grad(const ParamTensor& t, Tensor dw, const Tensor& dy, const Tensor& x, const Tensor& rstd);

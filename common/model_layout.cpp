@@ -67,6 +67,10 @@ int LayoutBuilder::add(const std::string& role, Shape full, Split split, float i
     t.split = split;
     t.init_std = init_std;
     t.decay = full.size() == 2;
+    CHECK(split != Split::rows || local_rows >= 0 || full[0] % L_.tp == 0,
+          "tensor %s: tp %d must divide its %lld rows", t.name.c_str(), L_.tp, (long long)full[0]);
+    CHECK(split != Split::cols || full[1] % L_.tp == 0, "tensor %s: tp %d must divide its %lld columns",
+          t.name.c_str(), L_.tp, (long long)full[1]);
     if (split == Split::rows) {
         t.shape[0] = local_rows >= 0 ? local_rows : full[0] / L_.tp;
         t.row0 = L_.tp_rank * t.shape[0];

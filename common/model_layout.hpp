@@ -7,7 +7,8 @@
 // and a ZeRO shard is made of a part of every unit (ARCHITECTURE.md §3). A layer's tensors are DECLARED by the
 // parts that use them (LayoutBuilder): the block its two norms, the attention core q/k/v/o, the MLP core
 // gate/up/down — or a MoE core a router and experts, in a unit of their own with their own reduce group.
-// Units of layers a pipeline stage does not hold are present but empty, so unit ids agree across stages.
+// Layers a pipeline stage does not hold keep their units, with no tensors (ParamUnit::present() is false),
+// so unit ids agree across stages.
 //
 // Each tensor records its parallelism as axes of the grid (grid.hpp):
 //   sharded_on       the axes whose ranks hold DIFFERENT parts of it (tp for the split matrices, pp for
@@ -118,7 +119,6 @@ class LayoutBuilder {
    public:
     LayoutBuilder(ParamLayout& layout, const LlamaConfig& cfg, const LayoutOptions& opt);
     const LlamaConfig& config() const { return cfg_; }
-    int tp() const { return L_.tp; }
     int64_t layer() const { return layer_; }  // the layer being declared; -1 outside layers
 
     // begins a unit; layer: the decoder layer it belongs to (-1: embedding or head); held: false for a

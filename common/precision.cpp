@@ -4,10 +4,6 @@
 
 namespace penta {
 
-bool Precision::is_default() const {
-    return param == DType::f32 && grad == DType::f32 && act == DType::f32 && comm == DType::f32 && !fp32_master;
-}
-
 std::string Precision::str() const {
     return strfmt("param %s, grad %s, act %s, comm %s%s", dtype_name(param), dtype_name(grad), dtype_name(act),
                   dtype_name(comm), fp32_master ? ", fp32 master" : "");

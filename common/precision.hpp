@@ -5,7 +5,8 @@
 //   grad    the gradients as backward accumulates them
 //   act     the activations, and the dtype the matmuls compute in (weights of another dtype are converted
 //           to it unit by unit when the model acquires them)
-//   comm    the dtype gradients are reduced in (data parallelism, ZeRO)
+//   comm    the dtype gradients are reduced in (data parallelism, ZeRO); the reductions use the gradients'
+//           dtype, so until chapter 11 adds conversion around them it must equal `grad` (validate says so)
 //   fp32_master   the optimizer keeps an fp32 copy of the weights it updates (Tag::master), steps that copy
 //                 and writes it back rounded to `param`: small updates are not lost to bf16's 8-bit mantissa
 // The default is all fp32 without a master copy: chapters 01-05 as they were, bit for bit.
@@ -31,7 +32,6 @@ struct Precision {
     // bf16 weights (half the bytes, also for ZeRO-3's gathers), fp32 master weights, fp32 gradients and
     // compute: the policy of the playbook's mixed-precision memory table, minus bf16 compute
     static Precision bf16_params() { return Precision{DType::bf16, DType::f32, DType::f32, DType::f32, true}; }
-    bool is_default() const;
     std::string str() const;  // "param bf16, grad f32, act f32, comm f32, fp32 master"
     // throws naming the field and the rule when a combination is not supported (yet)
     void validate() const;

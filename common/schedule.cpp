@@ -18,7 +18,7 @@ ScheduleResult Sequential::run(Model& model, std::vector<MicroBatch>& micro_batc
         r.loss += acts.loss;
         r.aux_loss += acts.aux_loss;
         if (acts.output.defined()) link.send_forward(mb, acts.output);
-        hooks.before_backward((int64_t)i, i + 1 == micro_batches.size());
+        hooks.before_gradients((int64_t)i, i + 1 == micro_batches.size());
         // gradients accumulate into model.grads() (or the layout's gradient sink)
         Tensor d_input = model.backward(acts, link.recv_backward(mb));
         if (d_input.defined()) link.send_backward(mb, d_input);

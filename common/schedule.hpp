@@ -32,6 +32,9 @@ struct StageLink {
     virtual void send_backward(const MicroBatch& mb, const Tensor& d_input) {}
     // the loss as the head's stage computed it, on every stage of the pipeline
     virtual double share_loss(double loss) { return loss; }
+    // x summed over the stages of the pipeline, on every stage (the MLP cores' aux losses: every stage's
+    // layers add theirs)
+    virtual double sum_over_stages(double x) { return x; }
 };
 
 struct ScheduleResult {
@@ -44,7 +47,8 @@ struct Schedule {
     virtual ~Schedule() = default;
     virtual const char* name() const = 0;
     // Runs every micro-batch's forward and backward on model (the gradients accumulate), telling hooks
-    // before each backward (before_backward(i, last)). global_tokens: the loss's denominator.
+    // before each micro-batch's weight gradients (before_gradients(i, last): before backward, or before
+    // backward_weight when W is deferred). global_tokens: the loss's denominator.
     virtual ScheduleResult run(Model& model, std::vector<MicroBatch>& micro_batches, double global_tokens,
                                StageLink& link, StepHooks& hooks) = 0;
 };

@@ -121,7 +121,7 @@ Tensor AttentionCore::backward_input(const LlamaConfig& c, const LayerParams& w,
     Tensor dq_pre4 = heads(a.d_q, B, hd), dk_pre4 = heads(a.d_k, B, hd);
     rope_backward(dq4, mb.positions, theta, dq_pre4);
     rope_backward(dk4, mb.positions, theta, dk_pre4);
-    Tensor dx = like(a.q, {a.q.size(0), wq.size(1)}, Tag::workspace);  // (Ng, h)
+    Tensor dx = like(a.q, {a.q.size(0), wq.size(1)}, keep);  // (Ng, h) the norm's W reads it (after f^T)
     linear_backward(a.d_q, Tensor(), wq, dx, none);
     linear_backward_input_add(a.d_k, wk, dx);  // x feeds q, k and v
     linear_backward_input_add(a.d_v, wv, dx);
@@ -168,8 +168,8 @@ void DenseSwiGLU::declare(LayoutBuilder& b) const {
     b.add(prefix_ + "down_proj.weight", {c.hidden, c.ffn}, Split::cols, std_out);
 }
 
-std::unique_ptr<MlpActs> DenseSwiGLU::forward(const LlamaConfig&, const LayerParams& w, const Tensor& x, Tensor& y,
-                                              Tag saved) {
+std::unique_ptr<MlpActs> DenseSwiGLU::forward(const LlamaConfig&, const LayerParams& w, const MicroBatch&, double,
+                                              const Tensor& x, Tensor& y, Tag saved) {
     const Tensor w_gate = w[prefix_ + "gate_proj.weight"], w_up = w[prefix_ + "up_proj.weight"];
     const Tensor w_down = w[prefix_ + "down_proj.weight"];
     const int64_t N = x.size(0), f = w_gate.size(0);
@@ -196,7 +196,7 @@ Tensor DenseSwiGLU::backward_input(const LayerParams& w, MlpActs& acts, const Te
     a.d_gate = like(a.gate, a.gate.shape, keep);  // (N, f)
     a.d_up = like(a.up, a.up.shape, keep);        // (N, f)
     swiglu_backward(dact, a.gate, a.up, a.d_gate, a.d_up);
-    Tensor dx = like(dy, {dy.size(0), w_gate.size(1)}, Tag::workspace);  // (N, h)
+    Tensor dx = like(dy, {dy.size(0), w_gate.size(1)}, keep);  // (N, h) the norm's W reads it (after f^T)
     linear_backward(a.d_gate, Tensor(), w_gate, dx, none);
     linear_backward_input_add(a.d_up, w_up, dx);  // x feeds up too
     a.gate = a.up = Tensor();  // W reads act and the gradients, not these

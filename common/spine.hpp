@@ -132,9 +132,11 @@ class MlpCore {
     virtual void declare(LayoutBuilder& b) const = 0;
     // true when forward may set MlpActs::aux_loss (a MoE core): the step then reports it, summed over ranks
     virtual bool has_aux_loss() const { return false; }
-    // forward allocates what it keeps with `saved`; returns it, and y through the argument
-    virtual std::unique_ptr<MlpActs> forward(const LlamaConfig& c, const LayerParams& w, const Tensor& x, Tensor& y,
-                                             Tag saved) = 0;
+    // forward allocates what it keeps with `saved`; returns it, and y through the argument. mb and
+    // global_tokens (the loss's denominator) let a core scale its aux loss the layout-independent way the
+    // model scales the loss.
+    virtual std::unique_ptr<MlpActs> forward(const LlamaConfig& c, const LayerParams& w, const MicroBatch& mb,
+                                             double global_tokens, const Tensor& x, Tensor& y, Tag saved) = 0;
     // B: d loss / d x (Ng, h); leaves in acts what backward_weight needs, tagged `keep`
     virtual Tensor backward_input(const LayerParams& w, MlpActs& acts, const Tensor& dy, Tag keep) = 0;
     // W: accumulates the weight gradients into g; reads x and what B left, no weight
@@ -220,8 +222,8 @@ class DenseSwiGLU : public MlpCore {
         Tensor d_gate, d_up;    // B -> W: (Ng, f)
     };
     void declare(LayoutBuilder& b) const override;
-    std::unique_ptr<MlpActs> forward(const LlamaConfig& c, const LayerParams& w, const Tensor& x, Tensor& y,
-                                     Tag saved) override;
+    std::unique_ptr<MlpActs> forward(const LlamaConfig& c, const LayerParams& w, const MicroBatch& mb,
+                                     double global_tokens, const Tensor& x, Tensor& y, Tag saved) override;
     Tensor backward_input(const LayerParams& w, MlpActs& acts, const Tensor& dy, Tag keep) override;
     void backward_weight(LayerParams& g, const Tensor& x, MlpActs& acts) override;
 

@@ -14,8 +14,8 @@ struct HookList : StepHooks {
     void begin_step() override {
         for (StepHooks* h : hooks) h->begin_step();
     }
-    void before_backward(int64_t i, bool last) override {
-        for (StepHooks* h : hooks) h->before_backward(i, last);
+    void before_gradients(int64_t i, bool last) override {
+        for (StepHooks* h : hooks) h->before_gradients(i, last);
     }
     void finish_gradients() override {
         for (StepHooks* h : hooks) h->finish_gradients();
@@ -112,7 +112,7 @@ StepResult training_step(Trainer& t, const Dataset& data, int64_t step, const Ba
     hooks.finish_gradients();
     r.saved_activation_bytes = s.saved_activation_bytes;
     r.loss = plan.sum_over_batch(link.share_loss(s.loss));
-    if (t.model.mlp().has_aux_loss()) r.aux_loss = plan.sum_over_batch(link.share_loss(s.aux_loss));
+    if (t.model.mlp().has_aux_loss()) r.aux_loss = plan.sum_over_batch(link.sum_over_stages(s.aux_loss));
     hooks.before_update();
     r.grad_norm = t.optimizer.step(lr, grad_clip);
     hooks.after_update();

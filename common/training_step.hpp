@@ -63,8 +63,11 @@ struct StepHooks {
     virtual ~StepHooks() = default;
     // before any micro-batch (the model has zeroed its gradients by then)
     virtual void begin_step() {}
-    // before micro-batch i's backward; last: it is the step's final one on this rank (DP's no_sync)
-    virtual void before_backward(int64_t i, bool last) {}
+    // before micro-batch i writes its weight gradients: before its backward, or, when a schedule defers the
+    // weight gradients (zero bubble), before its backward_weight. last: it is the step's final one on this
+    // rank (DP's no_sync). A schedule finishes one micro-batch's weight gradients before the next one's
+    // start: the data-parallel hooks count a bucket's units per micro-batch.
+    virtual void before_gradients(int64_t i, bool last) {}
     // after the final backward: finish this hook's gradient reductions (wait for what backward started)
     virtual void finish_gradients() {}
     // the gradients are final: prepare the optimizer's weights (ZeRO-1/2 stage this rank's shard)

@@ -7,54 +7,11 @@
 
 #include "../../common/training_step.hpp"
 #include "../testing.hpp"
+#include "cores_testing.hpp"
 
 using namespace penta;
 using namespace penta::testing;
 
-namespace {
-
-// y = SwiGLU_shared(x) + SwiGLU_extra(x): the shared MLP in the layer's unit, the extra one in a unit of
-// its own ("layer i extra", sharded over ep like a MoE core's experts); aux loss 0.25 per layer, a constant
-// (its gradient is 0), so the step must report it without it changing any gradient.
-class TwoMlps : public MlpCore {
-   public:
-    void declare(LayoutBuilder& b) const override {
-        shared_.declare(b);
-        b.begin_unit("layer " + std::to_string(b.layer()) + " extra", b.layer(), true, kAxisDP | kAxisCP, kAxisEP);
-        extra_.declare(b);
-        b.end_unit();
-    }
-    bool has_aux_loss() const override { return true; }
-    std::unique_ptr<MlpActs> forward(const LlamaConfig& c, const LayerParams& w, const Tensor& x, Tensor& y,
-                                     Tag saved) override {
-        auto a = std::make_unique<Acts>();
-        a->shared = shared_.forward(c, w, x, y, saved);
-        Tensor y2;
-        a->extra = extra_.forward(c, w, x, y2, saved);
-        add_inplace(y, y2);
-        a->aux_loss = 0.25;
-        return a;
-    }
-    Tensor backward_input(const LayerParams& w, MlpActs& acts, const Tensor& dy, Tag keep) override {
-        Acts& a = static_cast<Acts&>(acts);
-        Tensor dx = shared_.backward_input(w, *a.shared, dy, keep);
-        add_inplace(dx, extra_.backward_input(w, *a.extra, dy, keep));
-        return dx;
-    }
-    void backward_weight(LayerParams& g, const Tensor& x, MlpActs& acts) override {
-        Acts& a = static_cast<Acts&>(acts);
-        shared_.backward_weight(g, x, *a.shared);
-        extra_.backward_weight(g, x, *a.extra);
-    }
-
-   private:
-    struct Acts : MlpActs {
-        std::unique_ptr<MlpActs> shared, extra;
-    };
-    mutable DenseSwiGLU shared_{"mlp."}, extra_{"extra."};
-};
-
-}  // namespace
 
 TEST_SUITE("ch01 np1") {
 
@@ -62,7 +19,7 @@ TEST_CASE("cores declare their weights: an MLP core with a unit of its own, its 
     LlamaConfig cfg = preset("tiny");
     cfg.vocab = kByteVocab;  // it reads the addition task
     ModelOptions o;
-    o.mlp_core = std::make_shared<TwoMlps>();
+    o.mlp_core = std::make_shared<penta::testing::TwoMlps>();
     Model m(cfg, Device::cpu, 9, o);
     const ParamLayout& L = m.layout();
     // embedding, then per layer its own unit and the core's, then the head; contiguous, layer-major

@@ -17,7 +17,7 @@ namespace {
 struct LoggingHooks : StepHooks {
     LoggingHooks(std::string name, std::vector<std::string>& log) : name(std::move(name)), log(log) {}
     void begin_step() override { log.push_back(name + " begin"); }
-    void before_backward(int64_t i, bool last) override { log.push_back(strfmt("%s backward %ld%s", name.c_str(), (long)i, last ? " last" : "")); }
+    void before_gradients(int64_t i, bool last) override { log.push_back(strfmt("%s gradients %ld%s", name.c_str(), (long)i, last ? " last" : "")); }
     void finish_gradients() override { log.push_back(name + " finish"); }
     void before_update() override { log.push_back(name + " before update"); }
     void after_update() override { log.push_back(name + " after update"); }
@@ -76,8 +76,8 @@ TEST_CASE("training step: a list of hooks runs phase by phase, each phase on eve
     BatchPlan plan;
     plan.seq = 32, plan.micro_batch = 2, plan.grad_accum = 2, plan.global_batch = 4;
     training_step(t, *data, 0, plan, 1e-3f, 1.0f);
-    const std::vector<std::string> want = {"A begin",         "B begin",         "A backward 0",    "B backward 0",
-                                           "A backward 1 last", "B backward 1 last", "A finish",      "B finish",
+    const std::vector<std::string> want = {"A begin",         "B begin",         "A gradients 0",    "B gradients 0",
+                                           "A gradients 1 last", "B gradients 1 last", "A finish",      "B finish",
                                            "A before update", "B before update", "A after update", "B after update"};
     CHECK(log == want);
 }

@@ -5,6 +5,7 @@
 //   mpirun -np 4 build/bin/tests_02 -ts='ch02 np4' -tc='*data parallel*'
 #include "../../02_data_parallel/data_parallel.hpp"
 #include "../../common/runtime.hpp"
+#include "../01_single_gpu/cores_testing.hpp"
 #include "../01_single_gpu/equivalence.hpp"
 
 using namespace penta;
@@ -80,13 +81,36 @@ Trained reference_run(const LlamaConfig& c, const Dataset& data, int64_t global)
     return train_reference(m, kAdamW, data, kSeq, global, kSteps, lr_at, 1.0f);
 }
 
-Run dp_run(const LlamaConfig& c, const Dataset& data, Comm& dp, int64_t grad_accum, DataParallelOptions opt) {
+// A zero-bubble-like order on one stage: every forward, every input gradient (B), then each micro-batch's
+// weight gradients (W) in turn, the hooks told before each W: the data-parallel buckets must still carry
+// each micro-batch's finished gradients.
+struct DeferredWeightGradients : Schedule {
+    const char* name() const override { return "F... B... W..."; }
+    ScheduleResult run(Model& model, std::vector<MicroBatch>& mbs, double global_tokens, StageLink&,
+                       StepHooks& hooks) override {
+        ScheduleResult r;
+        std::vector<MicroBatchActs> acts;
+        for (const MicroBatch& mb : mbs) {
+            acts.push_back(model.forward(mb, global_tokens));
+            r.loss += acts.back().loss;
+        }
+        for (MicroBatchActs& a : acts) model.backward_input(a);
+        for (size_t i = 0; i < acts.size(); i++) {
+            hooks.before_gradients((int64_t)i, i + 1 == acts.size());
+            model.backward_weight(acts[i]);
+        }
+        return r;
+    }
+};
+
+Run dp_run(const LlamaConfig& c, const Dataset& data, Comm& dp, int64_t grad_accum, DataParallelOptions opt,
+           Schedule* schedule = nullptr) {
     Model m(c, Device::cpu, kSeed);
     // as make_adamw does for a grid of dp ranks: dp rank 0 counts the (identical) gradients in the global
     // norm, one all-reduce over the group sums the counts
     AdamW optim(m.params(), m.grads(), optimizer_ranges(m.layout(), GridCoords{dp.rank()}), kAdamW, false, &dp);
     DataParallelHooks hooks(m, dp, opt);
-    Trainer trainer{m, optim, {&hooks}};
+    Trainer trainer{m, optim, {&hooks}, schedule};
     TrainConfig cfg;
     cfg.seq = kSeq;
     cfg.micro_batch = kMicroBatch;
@@ -164,6 +188,28 @@ TEST_CASE("data parallel with tied embeddings: the embedding's bucket waits for 
     CHECK(got.buckets.front().first_unit == (int)c.n_layers + 1);  // the head finishes first
     CHECK(got.buckets.back().first_unit == 0);                      // the embedding last
     check_same_training(got, ref, c, 1e-5, "tied, one bucket per unit");
+}
+
+TEST_CASE("data parallel under a schedule that defers the weight gradients (F... B... W...) trains like one rank") {
+    auto world = make_world_comm(CommBackend::mpi);
+    const LlamaConfig c = tiny_bytes(true);
+    auto data = make_dataset("addition", kSeed, (int32_t)c.vocab);
+    const Trained ref = reference_run(c, *data, world->size() * kMicroBatch * 2);
+    DeferredWeightGradients deferred;
+    for (bool no_sync : {true, false})
+        for (DpMode mode : {DpMode::naive, DpMode::bucketed}) {
+            const DataParallelOptions opt{mode, 0, no_sync};  // bucketed: one bucket per unit
+            check_same_training(dp_run(c, *data, *world, 2, opt, &deferred), ref, c, 1e-5,
+                                strfmt("deferred W, %s, no_sync %d", dp_mode_name(mode), (int)no_sync));
+        }
+}
+
+TEST_CASE("data parallelism refuses a unit it cannot reduce: an expert-parallel one (its group is edp)") {
+    auto world = make_world_comm(CommBackend::mpi);
+    ModelOptions o;
+    o.mlp_core = std::make_shared<TwoMlps>();  // a unit per layer sharded over ep
+    Model m(tiny_bytes(false), Device::cpu, kSeed, o);
+    CHECK(contains(error_of([&] { DataParallelHooks hooks(m, *world); }), "is expert-parallel (sharded over ep)"));
 }
 
 TEST_CASE("data parallel plan: each rank reads its own rows of the global batch; sums run over the group") {

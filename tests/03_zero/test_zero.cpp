@@ -7,6 +7,7 @@
 #include "../../02_data_parallel/data_parallel.hpp"
 #include "../../03_zero/zero.hpp"
 #include "../../common/formulas.hpp"
+#include "../01_single_gpu/cores_testing.hpp"
 #include "../01_single_gpu/equivalence.hpp"
 
 using namespace penta;
@@ -248,6 +249,10 @@ TEST_SUITE("ch03 np2") {
         Model m(model_config(Spec{}), Device::cpu, kSeed);  // full weights and gradients
         CHECK(contains(error_of([&] { ZeroHooks hooks(m, *dp, ZeroStage::zero3, kAdamW); }), "zero_model_options"));
         CHECK(contains(error_of([] { parse_zero_stage(4); }), "--zero 4"));
+        ModelOptions o = zero_model_options(ZeroStage::zero2);
+        o.mlp_core = std::make_shared<TwoMlps>();  // a unit per layer sharded over ep: ZeRO would need edp
+        Model experts(model_config(Spec{}), Device::cpu, kSeed, o);
+        CHECK(contains(error_of([&] { ZeroHooks hooks(experts, *dp, ZeroStage::zero2, kAdamW); }), "expert-parallel"));
     }
 }
 
