@@ -22,8 +22,13 @@ float LRSchedule::at(int64_t step) const {
     CHECK(warmup >= 0 && total > warmup, "LR schedule: warmup %ld must be >= 0 and < total steps %ld",
           (long)warmup, (long)total);
     if (step < warmup) return max_lr * (float)std::max<int64_t>(step, 0) / (float)warmup;
-    if (step >= total) return min_lr;
-    double progress = (double)(step - warmup) / (double)(total - warmup);  // 0 -> 1
+    // The cosine starts at the peak on step `peak`. Steps count from 1 (AdamW's count, what the train loop
+    // passes), so without warmup the peak is step 1: measured from step 0, step 1 would already be past the
+    // peak and max_lr never used. With warmup, step `warmup` is the peak, exactly as before. A one-step run
+    // without warmup takes its one step at the peak.
+    const int64_t peak = std::max<int64_t>(warmup, 1);
+    if (step > peak && step >= total) return min_lr;
+    double progress = step <= peak ? 0.0 : (double)(step - peak) / (double)(total - peak);  // 0 -> 1
     return (float)(min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(M_PI * progress)));
 }
 

@@ -33,8 +33,9 @@ struct ParamRange {
 std::vector<ParamRange> ranges_in_shard(const std::vector<ParamRange>& full, int64_t start, int64_t count);
 
 // Learning rate at optimizer step s (counting from 1, as AdamW does): linear warmup from 0 reaching
-// max_lr at s = warmup, then cosine decay to min_lr at s = total, min_lr afterwards. A pure function of s,
-// so a resumed run continues on the same curve.
+// max_lr at s = warmup (s gets max_lr·s/warmup), then cosine decay to min_lr at s = total, min_lr
+// afterwards. Without warmup step 1 is the peak. A pure function of s, so a resumed run continues on the
+// same curve.
 struct LRSchedule {
     float max_lr = 3e-4f, min_lr = 3e-5f;
     int64_t warmup = 0, total = 1;

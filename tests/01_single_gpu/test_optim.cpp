@@ -168,6 +168,26 @@ TEST_CASE("LR schedule: linear warmup from 0, cosine to min_lr") {
     CHECK_THROWS_AS(LRSchedule({1e-3f, 0.0f, 100, 100}).at(1), Error);
 }
 
+// The values the train loop uses (it asks for steps 1 ... total), pinned: with warmup W step k <= W gets
+// max·k/W and the cosine starts at the peak on step W (chapter 01's trajectory depends on these exact
+// values); without warmup step 1 is the peak (it used to be a step past it, so max_lr was never used).
+TEST_CASE("LR schedule: the values of steps 1 ... total with warmup 0 and warmup > 0") {
+    const float mx = 2e-3f, mn = 1e-3f;
+    auto cosine = [&](double progress) { return (float)(mn + 0.5 * (mx - mn) * (1.0 + std::cos(M_PI * progress))); };
+    LRSchedule w0{mx, mn, 0, 5};
+    const float want0[5] = {mx, cosine(0.25), cosine(0.5), cosine(0.75), mn};
+    for (int k = 1; k <= 5; k++) CHECK(w0.at(k) == want0[k - 1]);
+    CHECK(w0.at(1) == mx);  // the peak, exactly
+    LRSchedule w4{mx, mn, 4, 10};
+    const float want4[10] = {mx * 1 / 4, mx * 2 / 4, mx * 3 / 4, cosine(0), cosine(1.0 / 6), cosine(2.0 / 6),
+                             cosine(3.0 / 6), cosine(4.0 / 6), cosine(5.0 / 6), mn};
+    for (int k = 1; k <= 10; k++) CHECK(w4.at(k) == want4[k - 1]);
+    CHECK(w4.at(4) == mx);  // the peak when warmup ends
+    CHECK(w4.at(11) == mn);
+    // one step without warmup: at the peak; the train loop's clamp (warmup <= steps - 1) keeps total > warmup
+    CHECK(LRSchedule({mx, mn, 0, 1}).at(1) == mx);
+}
+
 TEST_CASE("model FLOPs per token, GPU peak table, units") {
     // 6N + 12 L h T: N = 1e6, L = 4, h = 256, T = 128
     CHECK(model_flops_per_token(1000000, 4, 256, 128) == doctest::Approx(6e6 + 12.0 * 4 * 256 * 128));
