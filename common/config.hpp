@@ -61,7 +61,9 @@ struct TrainConfig {
     void register_flags(Flags& flags);
     // --dp --tp --pp --cp --ep --sp --comm --inject-failure (chapter 01 runs on one rank and has none)
     void register_parallel_flags(Flags& flags);
-    // checks every value (ranges, enums); throws naming the flag, value and rule
+    // Checks every value before any work: ranges and finiteness, enums, the products of sizes (no int64
+    // overflow; tokens per micro-batch within 32-bit indexing; training sample ids below evaluation's), the
+    // parallel degrees against the job's ranks, the injection flags. Throws naming the flag, value and rule.
     void validate() const;
 };
 

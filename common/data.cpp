@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "core.hpp"
 
@@ -31,8 +32,14 @@ Batch load_batch(const Dataset& ds, int64_t first_id, int64_t count, int64_t T) 
     Batch b;
     b.rows = count;
     b.T = T;
-    b.tokens.resize(count * T);
-    b.targets.resize(count * T);
+    try {
+        b.tokens.resize(count * T);
+        b.targets.resize(count * T);
+    } catch (const std::bad_alloc&) {
+        FAIL("out of host memory allocating the batch: %ld sequences × %ld tokens × 8 bytes (tokens and targets) = "
+             "%.2f GiB (set by --micro-batch × --grad-accum and --seq)", (long)count, (long)T,
+             8.0 * (double)count * (double)T / 1073741824.0);
+    }
     for (int64_t r = 0; r < count; r++) ds.get(first_id + r, T, &b.tokens[r * T], &b.targets[r * T]);
     return b;
 }

@@ -16,8 +16,13 @@ namespace penta {
 
 Device resolve_device(const std::string& flag_value);  // --device auto|cpu|cuda
 LlamaConfig resolve_model(const std::string& flag_value);  // a preset name or a HF config.json path
-// --model, checked against --seq (the model's max_seq)
+// --model, checked against --seq (the model's max_seq) and check_memory_bound on --device
 LlamaConfig resolve_model(const TrainConfig& cfg);
+// Before anything is allocated: throws naming the flags when a lower bound of what one rank needs (model
+// state cut as far as --tp and ZeRO-3 could cut it, one micro-batch's activations by formulas.hpp, the
+// step's tokens) exceeds the memory it has (the GPU's; on CPU the node's RAM over its ranks), so a run that
+// cannot fit fails at once instead of in the allocator or the kernel's OOM killer.
+void check_memory_bound(const TrainConfig& cfg, const LlamaConfig& mc, Device device);
 ModelOptions model_options(const TrainConfig& cfg);  // --recompute, --attention (no parallelism)
 AdamWConfig adamw_config(const TrainConfig& cfg);    // --lr, --beta1, --beta2, --weight-decay
 BatchPlan batch_plan(const TrainConfig& cfg);        // --seq, --micro-batch, --grad-accum on one rank
