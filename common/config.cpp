@@ -112,6 +112,8 @@ void TrainConfig::register_flags(Flags& f) {
     f.add("log-every", &log_every, "print a step line every N steps");
     f.add("eval-every", &eval_every, "measure task accuracy on held-out samples every N steps (0: never)");
     f.add("log-jsonl", &log_jsonl, "also write one JSON object per step to this file");
+    f.add("inject-nan", &inject_nan, "STEP — after that step's backward, rank 0 writes a NaN into one gradient "
+          "(tests the non-finite check; 0: off)");
 }
 
 void TrainConfig::register_parallel_flags(Flags& f) {
@@ -214,6 +216,8 @@ void TrainConfig::validate() const {
     CHECK(!sp || tp > 1, "--sp needs --tp > 1: sequence parallelism splits the regions tensor parallelism replicates");
     CHECK(comm == "auto" || comm == "mpi" || comm == "nccl", "--comm %s must be auto, mpi or nccl", comm.c_str());
     if (!inject_failure.empty()) parse_rank_step(inject_failure, "--inject-failure");
+    CHECK(inject_nan >= 0 && inject_nan <= steps, "--inject-nan %ld must be a step of the run, 1 ... --steps %ld "
+          "(0: off)", (long)inject_nan, (long)steps);
     validate_sizes(*this);
 }
 

@@ -50,6 +50,7 @@ struct TrainConfig {
     int64_t eval_every = 100;      // task accuracy on held-out samples (0: never)
     std::string log_jsonl;         // one JSON object per step
     std::string dump_reference;    // write weights/batch/grads for tools/torch_reference.py, then exit
+    int64_t inject_nan = 0;        // STEP: a NaN written into one gradient after that step's backward (0: off)
 
     // parallel layout (chapters 02+; register_parallel_flags): degrees of each axis, see grid.hpp
     int64_t dp = 1, tp = 1, pp = 1, cp = 1, ep = 1;

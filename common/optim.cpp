@@ -13,7 +13,7 @@ std::vector<ParamRange> ranges_in_shard(const std::vector<ParamRange>& full, int
     std::vector<ParamRange> out;
     for (const auto& r : full) {
         int64_t lo = std::max(r.offset, start), hi = std::min(r.offset + r.count, start + count);
-        if (lo < hi) out.push_back(ParamRange{lo - start, hi - lo, r.decay, r.in_norm});
+        if (lo < hi) out.push_back(ParamRange{lo - start, hi - lo, r.decay, r.in_norm, r.name, r.name_offset + lo - r.offset});
     }
     return out;
 }
@@ -104,6 +104,18 @@ void AdamW::update(float lr, float grad_scale) {
         if (p.dtype == DType::f32) copy(p, w);
         else convert(p, w);  // and the weights the model reads are its rounding
     }
+}
+
+AdamW::NonFinite AdamW::first_non_finite_grad() const {
+    std::vector<const ParamRange*> order;
+    for (const auto& r : ranges_) order.push_back(&r);
+    std::sort(order.begin(), order.end(), [](const ParamRange* a, const ParamRange* b) { return a->offset < b->offset; });
+    for (const ParamRange* r : order) {
+        const std::vector<float> g = grad.flat(r->offset, r->count).to_host();
+        for (int64_t i = 0; i < r->count; i++)
+            if (!std::isfinite(g[i])) return NonFinite{true, r->name, r->name_offset + i, g[i]};
+    }
+    return {};
 }
 
 double AdamW::step(float lr, float max_norm) {

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -124,6 +125,31 @@ Eval evaluate(Model& model, const Dataset& data, const TrainConfig& cfg,
     return e;
 }
 
+namespace {
+// --inject-nan STEP: after that step's backward, world rank 0 writes a NaN into the first element of the
+// first q_proj gradient it holds (layer 0's; the first range it holds when it has none), so a test can see
+// the run stop naming that tensor. A hook's before_update, because that is where the optimizer's gradients
+// are final in every layout (DP reduced, ZeRO's shard) and no other hook writes them.
+struct InjectNan : StepHooks {
+    AdamW& optim;
+    int64_t at, step = 0;
+    InjectNan(AdamW& o, int64_t at_step) : optim(o), at(at_step) {}
+    void before_update() override {
+        if (step != at || world_rank() != 0) return;
+        const ParamRange* target = nullptr;
+        for (const ParamRange& r : optim.ranges())
+            if (r.count > 0 && (!target || (r.name.find("q_proj") != std::string::npos &&
+                                            target->name.find("q_proj") == std::string::npos)))
+                target = &r;
+        if (!target) return;
+        Tensor dst = optim.grad.flat(target->offset, 1);
+        copy(dst, Tensor::from_host({NAN}, {1}, dst.device()));
+        std::fprintf(stderr, "[rank 0] --inject-nan %ld: wrote a NaN into the gradient of %s, element %ld\n",
+                     (long)at, target->name.c_str(), (long)target->name_offset);
+    }
+};
+}  // namespace
+
 StepResult run_training(TrainLoop& L) {
     const TrainConfig& cfg = L.cfg;
     // a run shorter than --warmup (say --steps 20 with the default 50) warms up over all but its last step
@@ -132,8 +158,17 @@ StepResult run_training(TrainLoop& L) {
     if (world_rank() != 0) L.log.jsonl_path.clear();  // one writer: the ranks share the path
     StepLog log(L.log);
     StepResult r;
+    InjectNan inject_nan(L.trainer.optimizer, cfg.inject_nan);
+    std::vector<StepHooks*>& hooks = L.trainer.hooks;
+    if (cfg.inject_nan > 0) hooks.push_back(&inject_nan);
+    struct Unhook {  // the trainer outlives this function; the hook does not
+        std::vector<StepHooks*>& hooks;
+        StepHooks* h;
+        ~Unhook() { hooks.erase(std::remove(hooks.begin(), hooks.end(), h), hooks.end()); }
+    } unhook{hooks, &inject_nan};
     for (int64_t s = 0; s < cfg.steps; s++) {
         inject_failure_if_due(cfg, s + 1);
+        inject_nan.step = s + 1;
         Timer timer;
         float lr = schedule.at(s + 1);
         r = training_step(L.trainer, L.data, s, L.plan, lr, cfg.grad_clip);

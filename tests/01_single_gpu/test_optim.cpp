@@ -168,6 +168,31 @@ TEST_CASE("LR schedule: linear warmup from 0, cosine to min_lr") {
     CHECK_THROWS_AS(LRSchedule({1e-3f, 0.0f, 100, 100}).at(1), Error);
 }
 
+TEST_CASE("AdamW: the first non-finite gradient, named by its range, also in a shard") {
+    const int64_t n = 12;
+    std::vector<float> gv(n, 1.0f);
+    gv[9] = INFINITY;
+    gv[10] = NAN;
+    Tensor p = random_tensor({n}, 1), g = Tensor::from_host(gv, {n}, Device::cpu);
+    std::vector<ParamRange> full = {{0, 4, true, true, "a"}, {4, 8, true, true, "b"}};
+    AdamW opt(p, g, full, AdamWConfig{});
+    AdamW::NonFinite bad = opt.first_non_finite_grad();
+    CHECK(bad.found);
+    CHECK(bad.name == "b");
+    CHECK(bad.element == 5);  // element 9 of the buffer is element 5 of b
+    CHECK(std::isinf(bad.value));
+    // a shard [6, 12) of the buffer: b's elements 2..7, named as elements of b
+    std::vector<ParamRange> shard = ranges_in_shard(full, 6, 6);
+    REQUIRE(shard.size() == 1);
+    CHECK(shard[0].name == "b");
+    CHECK(shard[0].name_offset == 2);
+    AdamW part(p.flat(6, 6), g.flat(6, 6), shard, AdamWConfig{});
+    CHECK(part.first_non_finite_grad().element == 5);
+    gv[9] = gv[10] = 0.5f;
+    AdamW fine(p, Tensor::from_host(gv, {n}, Device::cpu), full, AdamWConfig{});
+    CHECK(!fine.first_non_finite_grad().found);
+}
+
 // The values the train loop uses (it asks for steps 1 ... total), pinned: with warmup W step k <= W gets
 // max·k/W and the cosine starts at the peak on step W (chapter 01's trajectory depends on these exact
 // values); without warmup step 1 is the peak (it used to be a step past it, so max_lr was never used).
