@@ -1,6 +1,9 @@
 // config.cpp — see config.hpp.
 #include "config.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -124,7 +127,11 @@ void TrainConfig::register_parallel_flags(Flags& f) {
     f.add("ep", &ep, "expert-parallel degree (carved from dp x cp)");
     f.add("sp", &sp, "sequence parallelism on top of --tp");
     f.add("comm", &comm, "communication backend: auto (nccl on GPUs when built in) | mpi | nccl");
+    f.add("comm-timeout", &comm_timeout, "seconds a blocking wait for other ranks may take before the job is "
+          "aborted with a report of who waits for whom (0: no deadline)");
     f.add("inject-failure", &inject_failure, "RANK:STEP — that rank fails when that step begins (tests the job abort)");
+    f.add("inject-hang", &inject_hang, "RANK:STEP[:SECONDS] — that rank stops in that step (tests --comm-timeout), or "
+          "pauses SECONDS (a straggler)");
 }
 
 namespace {
@@ -164,6 +171,44 @@ void inject_failure_if_due(const TrainConfig& cfg, int64_t step) {
     }
     auto [rank, at] = parse_rank_step(v, where);
     if (rank == world_rank() && at == step) FAIL("injected failure at step %lld (%s %s)", (long long)step, where, v.c_str());
+}
+
+namespace {
+// --inject-hang RANK:STEP[:SECONDS] -> (rank, step, seconds; -1: forever)
+struct Hang {
+    int64_t rank, step;
+    double seconds;
+};
+Hang parse_hang(const std::string& v) {
+    const size_t colon = v.find(':'), second = colon == std::string::npos ? colon : v.find(':', colon + 1);
+    double seconds = -1;
+    if (second != std::string::npos) {
+        char* end = nullptr;
+        const std::string t = v.substr(second + 1);
+        seconds = std::strtod(t.c_str(), &end);
+        CHECK(!t.empty() && !*end && std::isfinite(seconds) && seconds > 0,
+              "--inject-hang '%s': SECONDS '%s' must be a finite number > 0 (RANK:STEP[:SECONDS], e.g. 1:3:2.5)",
+              v.c_str(), t.c_str());
+    }
+    auto [rank, step] = parse_rank_step(v.substr(0, second), "--inject-hang");
+    return {rank, step, seconds};
+}
+}  // namespace
+
+void inject_hang_if_due(const TrainConfig& cfg, int64_t step) {
+    if (cfg.inject_hang.empty()) return;
+    const Hang h = parse_hang(cfg.inject_hang);
+    if (h.rank != world_rank() || h.step != step) return;
+    if (h.seconds > 0) {  // a straggler: late, then on its way
+        std::fprintf(stderr, "[rank %d] --inject-hang %s: pausing %g s in step %lld\n", world_rank(),
+                     cfg.inject_hang.c_str(), h.seconds, (long long)step);
+        usleep((useconds_t)std::min(h.seconds * 1e6, 4e9));
+        return;
+    }
+    std::fprintf(stderr, "[rank %d] --inject-hang %s: stopping in step %lld until the job is killed\n",
+                 world_rank(), cfg.inject_hang.c_str(), (long long)step);
+    std::fflush(stderr);
+    for (;;) sleep(1);  // in no MPI call: to the others, this rank has simply gone quiet
 }
 
 // Sizes: the products the run allocates by (tokens of a micro-batch, rows of a step), checked before any
@@ -215,7 +260,10 @@ void TrainConfig::validate() const {
               (long)v, world_size());
     CHECK(!sp || tp > 1, "--sp needs --tp > 1: sequence parallelism splits the regions tensor parallelism replicates");
     CHECK(comm == "auto" || comm == "mpi" || comm == "nccl", "--comm %s must be auto, mpi or nccl", comm.c_str());
+    CHECK(std::isfinite(comm_timeout) && comm_timeout >= 0,
+          "--comm-timeout %g must be a finite number of seconds >= 0 (0: no deadline)", comm_timeout);
     if (!inject_failure.empty()) parse_rank_step(inject_failure, "--inject-failure");
+    if (!inject_hang.empty()) parse_hang(inject_hang);
     CHECK(inject_nan >= 0 && inject_nan <= steps, "--inject-nan %ld must be a step of the run, 1 ... --steps %ld "
           "(0: off)", (long)inject_nan, (long)steps);
     validate_sizes(*this);

@@ -57,10 +57,13 @@ struct TrainConfig {
     bool sp = false;               // sequence parallelism on top of tp (ch05)
     std::string comm = "auto";     // auto | mpi | nccl (comm.hpp)
     std::string inject_failure;    // "RANK:STEP": that rank throws at the start of that step (tests the abort)
+    std::string inject_hang;       // "RANK:STEP[:SECONDS]": that rank stops (or pauses) in that step (the watchdog)
+    float comm_timeout = 300;      // seconds a blocking wait of Comm may take (watchdog.hpp); 0: no deadline
 
     // registers the flags above on `flags`, so a chapter can add its own before parsing
     void register_flags(Flags& flags);
-    // --dp --tp --pp --cp --ep --sp --comm --inject-failure (chapter 01 runs on one rank and has none)
+    // --dp --tp --pp --cp --ep --sp --comm --comm-timeout --inject-failure --inject-hang (chapter 01 runs on
+    // one rank and has none)
     void register_parallel_flags(Flags& flags);
     // Checks every value before any work: ranges and finiteness, enums, the products of sizes (no int64
     // overflow; tokens per micro-batch within 32-bit indexing; training sample ids below evaluation's), the
@@ -72,5 +75,9 @@ struct TrainConfig {
 // penta::Error on world rank RANK when step STEP (1-based) begins, so tests can check that one failing
 // rank brings the whole job down with a message naming it. No-op when neither is set.
 void inject_failure_if_due(const TrainConfig& cfg, int64_t step);
+// --inject-hang RANK:STEP: world rank RANK stops in step STEP (sleeps until the job is killed), as a rank
+// behind a dead NIC or a stalled GPU would; the others' watchdog must abort the job (watchdog.hpp).
+// RANK:STEP:SECONDS pauses that long instead: a straggler, which the step log's straggler report names.
+void inject_hang_if_due(const TrainConfig& cfg, int64_t step);
 
 }  // namespace penta

@@ -11,6 +11,7 @@
 #include "formulas.hpp"
 #include "ops_backend.hpp"
 #include "runtime.hpp"
+#include "watchdog.hpp"
 
 namespace penta {
 
@@ -70,6 +71,11 @@ LlamaConfig resolve_model(const TrainConfig& cfg) {
     CHECK(cfg.seq <= mc.max_seq, "--seq %ld must be <= the model's max_seq %ld", (long)cfg.seq, (long)mc.max_seq);
     check_memory_bound(cfg, mc, resolve_device(cfg.device));
     return mc;
+}
+
+std::unique_ptr<Comm> make_world_comm(const TrainConfig& cfg, Device device) {
+    set_comm_timeout(cfg.comm_timeout);
+    return make_world_comm(parse_comm_backend(cfg.comm, device));
 }
 
 ModelOptions model_options(const TrainConfig& cfg) {
@@ -148,6 +154,43 @@ struct InjectNan : StepHooks {
                      (long)at, target->name.c_str(), (long)target->name_offset);
     }
 };
+// The straggler report of run_training (train_loop.hpp). Every rank calls after_step once per step.
+class StragglerWatch {
+   public:
+    explicit StragglerWatch(Comm* world) : world_(world && world->size() > 1 ? world : nullptr) {}
+    struct Verdict {
+        bool flagged = false;
+        int rank = 0;       // the rank that worked longest in the step
+        double work = 0;    // its step time less its time blocked in Comm waits
+        double median = 0;  // of the steps before
+    };
+    Verdict after_step(int64_t step, double seconds, double blocked) {
+        Verdict v;
+        v.work = std::max(0.0, seconds - blocked);
+        if (world_) {
+            // (work in µs, rank) as one double, so one max-reduce finds both: exact while < 2^52, so the µs
+            // are capped at 2^32 - 1 (71 minutes) and ranks at 2^20
+            const double us = std::min(std::floor(v.work * 1e6), 4294967295.0);
+            const double code = world_->all_reduce_scalar(us * kRanks + std::fmod(world_->rank(), kRanks), ReduceOp::max);
+            v.rank = (int)std::fmod(code, kRanks);
+            v.work = std::floor(code / kRanks) / 1e6;
+        }
+        if (step < 2) return v;  // step 1 pays for first-touch allocations: not a reference
+        if (times_.size() >= 5) {
+            std::vector<double> t = times_;
+            std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+            v.median = t[t.size() / 2];
+            v.flagged = seconds > kStragglerFactor * v.median && seconds - v.median > kStragglerMinSeconds;
+        }
+        times_.push_back(seconds);
+        return v;
+    }
+
+   private:
+    static constexpr double kRanks = 1048576;  // 2^20
+    Comm* world_;
+    std::vector<double> times_;  // of steps 2, 3, ...
+};
 }  // namespace
 
 StepResult run_training(TrainLoop& L) {
@@ -166,13 +209,25 @@ StepResult run_training(TrainLoop& L) {
         StepHooks* h;
         ~Unhook() { hooks.erase(std::remove(hooks.begin(), hooks.end(), h), hooks.end()); }
     } unhook{hooks, &inject_nan};
+    StragglerWatch stragglers(L.world);
     for (int64_t s = 0; s < cfg.steps; s++) {
         inject_failure_if_due(cfg, s + 1);
         inject_nan.step = s + 1;
         Timer timer;
+        const double blocked0 = comm_blocked_seconds();
+        inject_hang_if_due(cfg, s + 1);  // inside the step's time: a pause makes this rank the straggler
         float lr = schedule.at(s + 1);
         r = training_step(L.trainer, L.data, s, L.plan, lr, cfg.grad_clip);
         device_synchronize(L.trainer.model.device());
+        const double seconds = timer.seconds();
+        const StragglerWatch::Verdict straggler = stragglers.after_step(s + 1, seconds, comm_blocked_seconds() - blocked0);
+        if (straggler.flagged && world_rank() == 0)
+            std::printf("straggler: step %ld took %.3f s, %.1fx the median %.3f s of the steps before; %s\n", (long)s + 1,
+                        seconds, seconds / straggler.median, straggler.median,
+                        L.world && L.world->size() > 1
+                            ? strfmt("rank %d worked longest (%.3f s; the others waited for it)", straggler.rank,
+                                     straggler.work).c_str()
+                            : "one rank: something else slowed it down");
         StepRecord rec;
         rec.step = s + 1;
         rec.total_steps = cfg.steps;
@@ -180,7 +235,8 @@ StepResult run_training(TrainLoop& L) {
         rec.grad_norm = r.grad_norm;
         rec.lr = lr;
         rec.tokens = L.plan.global_batch * cfg.seq;
-        rec.seconds = timer.seconds();
+        rec.seconds = seconds;
+        if (straggler.flagged) rec.extra.push_back({"straggler rank", straggler.rank});
         const bool last = s + 1 == cfg.steps;
         const bool eval_now = cfg.eval_every > 0 && ((s + 1) % cfg.eval_every == 0 || last);
         if (eval_now) {

@@ -11,7 +11,7 @@
 #   --seq 1                | --seq 1 must be >= 2
 #   --data text:$TMP       | is a directory
 #   EOF
-#   expect_ok "the same without the fault" 30 "$BIN/01_single_gpu" --steps 2   # a control run must exit 0
+#   expect_ok "the same without the fault" 30 "" "$BIN/01_single_gpu" --steps 2   # a control run: exit 0
 #   expect_summary                                     # "N passed, N failed, 0 skipped"; the exit status
 #
 # In a table, ARGS are split into words by the shell with $TMP and $BIN expanded (so quote nothing but
@@ -58,18 +58,24 @@ expect_fail() {
     fi
 }
 
-# expect_ok LABEL LIMIT_S COMMAND...: the control run, which must exit 0 within the limit
+# expect_ok LABEL LIMIT_S EXPECTED COMMAND...: a control run, which must exit 0 within the limit and print
+# EXPECTED ("" for nothing in particular; "TEXT && TEXT" as above)
 expect_ok() {
-    local label=$1 limit=$2 out rc
-    shift 2
+    local label=$1 limit=$2 want=$3 out rc why="" part
+    shift 3
     out=$(timeout -k 5 "$limit" "$@" </dev/null 2>&1)
     rc=$?
-    if [ "$rc" = 0 ]; then
+    [ "$rc" != 0 ] && why="exit $rc"
+    while [ -z "$why" ] && IFS= read -r part; do
+        part=$(sed -E 's/^[[:space:]]+//; s/[[:space:]]+$//' <<<"$part")
+        [ -n "$part" ] && ! grep -qF -- "$part" <<<"$out" && why="no '$part' in the output"
+    done < <(sed 's/ && /\n/g' <<<"$want")
+    if [ -z "$why" ]; then
         expect_passed=$((expect_passed + 1))
         echo "$expect_name: PASS: $label (exit 0)"
     else
         expect_failed=$((expect_failed + 1))
-        echo "$expect_name: FAIL: $label: exit $rc; last lines:"
+        echo "$expect_name: FAIL: $label: $why; last lines:"
         tail -n 8 <<<"$out" | sed 's/^/    /'
     fi
 }

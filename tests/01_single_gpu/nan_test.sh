@@ -17,5 +17,5 @@ the first non-finite gradient is model.layers.0.self_attn.q_proj.weight, element
 expect_fail "--lr 1e30 without clipping: a non-finite loss names its step and micro-batch" 30 \
     "step 2: the loss is not finite && the loss of micro-batch 0 first became non-finite" \
     "${run[@]}" --lr 1e30 --min-lr 0 --weight-decay 0 --grad-clip 0 --warmup 0 --grad-accum 2 --micro-batch 2
-expect_ok "the same run without the fault exits 0" 30 "${run[@]}"
+expect_ok "the same run without the fault exits 0" 30 "" "${run[@]}"
 expect_summary
