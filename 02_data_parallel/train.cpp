@@ -40,7 +40,8 @@ int train(int argc, char** argv) {
     if (!flags.parse(argc, argv)) return 0;
     cfg.validate();
     DataParallelOptions dpo{parse_dp_mode(mode), bucket_mb, no_sync};
-    CHECK(bucket_mb >= 0, "--bucket-mb %g must be >= 0", bucket_mb);
+    CHECK(std::isfinite(bucket_mb) && bucket_mb >= 0, "--bucket-mb %g must be a finite number >= 0 (0: one bucket "
+          "per layer)", bucket_mb);
     check_data_parallel_only(cfg, world_size(), "chapter 02");
 
     Device device = resolve_device(cfg.device);

@@ -58,12 +58,14 @@ void check_memory_bound(const TrainConfig& cfg, const LlamaConfig& mc, Device de
     CHECK(need <= capacity,
           "--model %s with --micro-batch %ld × --seq %ld%s: one rank needs at least %.1f GiB (one micro-batch's "
           "activations %.1f GiB by formulas.hpp, model state %.2f GiB, the step's tokens %.2f GiB), more than the "
-          "%.1f GiB of %s memory it has%s: lower --micro-batch or --seq, or use --recompute full",
+          "%.1f GiB of %s memory it has%s: %s",
           cfg.model.c_str(), (long)cfg.micro_batch, (long)cfg.seq,
           cfg.grad_accum > 1 ? strfmt(" (--grad-accum %ld)", (long)cfg.grad_accum).c_str() : "", need / GiB,
           acts / GiB, state / GiB, batch / GiB, capacity / GiB, device == Device::cpu ? "host" : "GPU",
           device == Device::cpu && local_size() > 1 ? strfmt(" (this node's RAM over its %d ranks)", local_size()).c_str()
-                                                    : "");
+                                                    : "",
+          state > acts ? "a smaller --model, or shard it over more ranks (--tp, ZeRO-3)"
+                       : "lower --micro-batch or --seq, or use --recompute full");
 }
 
 LlamaConfig resolve_model(const TrainConfig& cfg) {

@@ -15,7 +15,8 @@
 #   expect_summary                                     # "N passed, N failed, 0 skipped"; the exit status
 #
 # In a table, ARGS are split into words by the shell with $TMP and $BIN expanded (so quote nothing but
-# with '...'); blank lines and lines starting with # are skipped. Each row prints one PASS or FAIL line;
+# with '...'), and $TMP and $BIN in EXPECTED are replaced by their values; blank lines and lines starting
+# with # are skipped. Each row prints one PASS or FAIL line;
 # a FAIL shows the last lines of the output. Environment: BIN (the Makefile's folder of programs, default
 # build/bin), MPIRUN (as make sets it: as root --allow-run-as-root; --oversubscribe).
 BIN=${BIN:-build/bin}
@@ -80,17 +81,33 @@ expect_ok() {
     fi
 }
 
-# expect_table LIMIT_S COMMAND... <<TABLE: one expect_fail per row "ARGS | EXPECTED", ARGS appended to COMMAND
+# expect_table LIMIT_S COMMAND... <<TABLE: one expect_fail per row "ARGS | EXPECTED", ARGS appended to COMMAND.
+# EXPECT_JOBS rows (default 4) run at once: most of a failing run's time is start-up (MPI_Init), not work.
+# Their verdicts are printed in table order.
 expect_table() {
-    local limit=$1 line args want
+    local limit=$1 line args want n=0 i words
     shift
+    local pids=()
     while IFS= read -r line; do
         [[ "$line" =~ ^[[:space:]]*(#|$) ]] && continue
         args=${line%%|*} want=${line#*|}
         args=$(sed -E 's/[[:space:]]+$//' <<<"$args") want=$(sed -E 's/^[[:space:]]+//; s/[[:space:]]+$//' <<<"$want")
-        local words
+        want=${want//\$TMP/$TMP} want=${want//\$BIN/$BIN}
         eval "words=($args)"
-        expect_fail "$(basename "${@: -1}") $args" "$limit" "$want" "$@" "${words[@]}"
+        (expect_fail "$(basename "${@: -1}") $args" "$limit" "$want" "$@" "${words[@]}") >"$TMP/.row$n" &
+        pids+=($!)
+        n=$((n + 1))
+        if [ "${#pids[@]}" -ge "${EXPECT_JOBS:-4}" ]; then
+            wait "${pids[0]}"
+            pids=("${pids[@]:1}")
+        fi
+    done
+    wait
+    for ((i = 0; i < n; i++)); do
+        cat "$TMP/.row$i"
+        if grep -q "^$expect_name: PASS: " "$TMP/.row$i"; then expect_passed=$((expect_passed + 1))
+        else expect_failed=$((expect_failed + 1)); fi
+        rm -f "$TMP/.row$i"
     done
 }
 
