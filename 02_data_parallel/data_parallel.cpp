@@ -22,11 +22,14 @@ DpMode parse_dp_mode(const std::string& v) {
 const char* dp_mode_name(DpMode m) { return m == DpMode::naive ? "naive" : "bucketed"; }
 
 void check_data_parallel_only(const TrainConfig& cfg, int world_size, const char* chapter) {
+    // the rule first: with --tp 2 on 2 ranks, "pass --dp 2" would be the wrong advice
+    CHECK(cfg.tp == 1 && cfg.pp == 1 && cfg.cp == 1 && cfg.ep == 1 && !cfg.sp,
+          "%s is data parallel only: --tp %ld --pp %ld --cp %ld --ep %ld%s, but each must be 1 and --sp off (tensor "
+          "parallelism is chapter 04, sequence parallelism chapter 05)",
+          chapter, (long)cfg.tp, (long)cfg.pp, (long)cfg.cp, (long)cfg.ep, cfg.sp ? " --sp" : "");
     CHECK(cfg.dp == world_size,
           "--dp %ld must equal the number of ranks %d (%s is data parallel only): pass --dp %d, or run mpirun -np %ld",
           (long)cfg.dp, world_size, chapter, world_size, (long)cfg.dp);
-    CHECK(cfg.tp == 1 && cfg.pp == 1 && cfg.cp == 1 && cfg.ep == 1 && !cfg.sp,
-          "%s is data parallel only: --tp, --pp, --cp, --ep must be 1 and --sp off (later chapters add them)", chapter);
 }
 
 BatchPlan data_parallel_plan(const TrainConfig& cfg, Comm& dp) {

@@ -40,12 +40,13 @@ int train(int argc, char** argv) {
     if (!flags.parse(argc, argv)) return 0;
     cfg.validate();
     DataParallelOptions dpo{parse_dp_mode(mode), bucket_mb, no_sync};
-    CHECK(bucket_mb >= 0, "--bucket-mb %g must be >= 0", bucket_mb);
+    CHECK(std::isfinite(bucket_mb) && bucket_mb >= 0, "--bucket-mb %g must be a finite number >= 0 (0: one bucket "
+          "per layer)", bucket_mb);
     check_data_parallel_only(cfg, world_size(), "chapter 02");
 
     Device device = resolve_device(cfg.device);
     LlamaConfig mc = resolve_model(cfg);
-    ParallelGrid grid(make_world_comm(parse_comm_backend(cfg.comm, device)), GridShape{(int)cfg.dp}, &mc);
+    ParallelGrid grid(make_world_comm(cfg, device), GridShape{(int)cfg.dp}, &mc);
     Comm& dp = grid.dp();
     auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
     Model model(mc, device, (uint64_t)cfg.seed, model_options(cfg));  // the same seed everywhere: identical replicas
@@ -55,6 +56,7 @@ int train(int argc, char** argv) {
 
     TrainLoop loop{trainer, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, {}, {}};
     configure_log(loop, mc, device, dp.size());
+    loop.world = &grid.world();
     // totals over the steps after the first (which pays for first-touch allocations)
     DpStepStats total;
     int64_t counted = 0;

@@ -51,7 +51,7 @@ int train(int argc, char** argv) {
 
     Device device = resolve_device(cfg.device);
     LlamaConfig mc = resolve_model(cfg);
-    ParallelGrid grid(make_world_comm(parse_comm_backend(cfg.comm, device)), GridShape{(int)cfg.dp}, &mc);
+    ParallelGrid grid(make_world_comm(cfg, device), GridShape{(int)cfg.dp}, &mc);
     Comm& dp = grid.dp();
     auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
     const ModelOptions mopt = model_options(cfg);
@@ -77,6 +77,7 @@ int train(int argc, char** argv) {
 
     TrainLoop loop{trainer, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, {}, {}};
     configure_log(loop, mc, device, dp.size());
+    loop.world = &grid.world();
     loop.on_step = [&](StepRecord& rec, const StepResult&) { rec.extra.push_back({"MB sent", step_bytes() / 1e6}); };
 
     const int K = dp.size();

@@ -47,7 +47,7 @@ TensorParallelTraining::TensorParallelTraining(const TrainConfig& c, int64_t zer
     device = resolve_device(cfg.device);
     mc = resolve_model(cfg);
     // every rule of the layout is checked here, on every rank, before any work
-    grid = std::make_unique<ParallelGrid>(make_world_comm(parse_comm_backend(cfg.comm, device)),
+    grid = std::make_unique<ParallelGrid>(make_world_comm(cfg, device),
                                           GridShape{(int)cfg.dp, 1, 1, (int)cfg.tp}, &mc);
     data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
 
@@ -160,6 +160,7 @@ StepResult TensorParallelTraining::run() {
     TrainLoop loop{trainer, *data, cfg, data_parallel_plan(cfg, grid->dp()), StepLogConfig{}, {}, {}};
     loop.full_logits = [this](const Tensor& local) { return gather_vocab_logits(grid->tp(), local, mc.vocab); };
     configure_log(loop, mc, device, grid->world().size());
+    loop.world = &grid->world();
     double tp_bytes = grid->tp().counters().total_bytes();
     loop.on_step = [&](StepRecord& rec, const StepResult&) {  // everything the tp group sent this step
         const double now = grid->tp().counters().total_bytes();

@@ -7,6 +7,8 @@
 // Open MPI progresses a non-blocking collective only inside MPI calls; CommHandle::test() is such a
 // call, and ch02's bucketed gradient sink makes it between layers so buckets move while backward runs.
 // Element counts are ints in MPI 3: one buffer is limited to 2^31-1 elements (8 GiB of f32), checked.
+// Every blocking wait (a handle's wait(), the barrier, the scalar all-reduce) polls under the watchdog's
+// deadline (watchdog.hpp: --comm-timeout), so a rank that never arrives aborts the job with a report.
 #include "comm.hpp"
 
 #if defined(PENTA_MPI)
@@ -14,6 +16,7 @@
 
 #include "ops.hpp"
 #include "runtime.hpp"
+#include "watchdog.hpp"
 
 namespace penta {
 
@@ -47,6 +50,32 @@ Tensor input_buffer(const Tensor& in, const Tensor& out) {
     return overlap ? in.clone(Device::cpu, Tag::comm) : Staged(in, true).host;
 }
 
+// Who a group is, for the watchdog's report: its name and its members' world ranks (group order).
+struct GroupInfo {
+    std::string name;
+    std::vector<int> world_ranks;
+};
+
+// Waits for reqs under the watchdog's deadline (watchdog.hpp): MPI_Testall polled, not MPI_Waitall, which
+// would wait forever for a rank that never arrives. peer: the world rank of a send/recv's peer, or -1.
+void wait_requests(std::vector<MPI_Request>& reqs, CommOp op, const std::shared_ptr<const GroupInfo>& group,
+                   int peer) {
+    if (reqs.empty()) return;
+    wait_until(
+        [&] {
+            int flag = 0;
+            MPI_CHECK(MPI_Testall((int)reqs.size(), reqs.data(), &flag, MPI_STATUSES_IGNORE));
+            return flag != 0;
+        },
+        [&] {
+            const std::string on = strfmt("on group %s (%s)", group->name.c_str(),
+                                          group_members_str(group->world_ranks).c_str());
+            if (op == CommOp::send) return strfmt("send to rank %d %s", peer, on.c_str());
+            if (op == CommOp::recv) return strfmt("recv from rank %d %s", peer, on.c_str());
+            return strfmt("%s %s", comm_op_name(op), on.c_str());
+        });
+}
+
 // The state of one in-flight operation: requests, the buffers they use, and the count arrays MPI reads
 // until completion (the non-blocking vector collectives keep pointers to them).
 struct MpiPending : CommHandle::Pending {
@@ -55,13 +84,18 @@ struct MpiPending : CommHandle::Pending {
     std::vector<Tensor> keep;     // staged inputs
     std::vector<int> counts, displs, counts2, displs2;
     bool finished = false;
+    CommOp op = CommOp::barrier;  // what it is, for the watchdog's report
+    std::shared_ptr<const GroupInfo> group;
+    int peer = -1;                // world rank of a send/recv's peer
+    MpiPending(CommOp o, std::shared_ptr<const GroupInfo> g, int world_peer = -1)
+        : op(o), group(std::move(g)), peer(world_peer) {}
     void finish() {
         if (finished) return;
         for (auto& s : outputs) s.copy_out();
         finished = true;
     }
     void wait() override {
-        if (!reqs.empty()) MPI_CHECK(MPI_Waitall((int)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE));
+        wait_requests(reqs, op, group, peer);
         finish();
     }
     bool test() override {
@@ -95,6 +129,19 @@ class MpiComm : public Comm {
         MPI_CHECK(MPI_Comm_rank(c, &rank_));
         MPI_CHECK(MPI_Comm_size(c, &size_));
         name_ = std::move(name);
+        // the members' world ranks, once, for the watchdog's reports
+        auto info = std::make_shared<GroupInfo>();
+        info->name = name_;
+        MPI_Group mine, world;
+        MPI_CHECK(MPI_Comm_group(c, &mine));
+        MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+        std::vector<int> ranks(size_);
+        for (int r = 0; r < size_; r++) ranks[r] = r;
+        info->world_ranks.resize(size_);
+        MPI_CHECK(MPI_Group_translate_ranks(mine, size_, ranks.data(), world, info->world_ranks.data()));
+        MPI_Group_free(&mine);
+        MPI_Group_free(&world);
+        group_ = std::move(info);
     }
     ~MpiComm() override {
         int fin = 0;
@@ -104,7 +151,7 @@ class MpiComm : public Comm {
     CommBackend backend() const override { return CommBackend::mpi; }
 
     CommHandle all_reduce_async(Tensor& x, ReduceOp op) override {
-        auto p = std::make_unique<MpiPending>();
+        auto p = std::make_unique<MpiPending>(CommOp::all_reduce, group_);
         p->outputs.emplace_back(x, true);
         Tensor& h = p->outputs.back().host;
         p->reqs.resize(1);
@@ -117,7 +164,7 @@ class MpiComm : public Comm {
     CommHandle reduce_scatter_async(const Tensor& in, Tensor& out) override {
         const int64_t M = in.numel();
         check_part(in, out, "reduce_scatter");
-        auto p = std::make_unique<MpiPending>();
+        auto p = std::make_unique<MpiPending>(CommOp::reduce_scatter, group_);
         p->keep.push_back(input_buffer(in, out));
         p->outputs.emplace_back(out, false);
         for (int r = 0; r < size_; r++) p->counts.push_back(to_int(part_count(M, size_, r), "reduce_scatter"));
@@ -131,7 +178,7 @@ class MpiComm : public Comm {
     CommHandle all_gather_async(const Tensor& in, Tensor& out) override {
         const int64_t M = out.numel();
         check_part(out, in, "all_gather");
-        auto p = std::make_unique<MpiPending>();
+        auto p = std::make_unique<MpiPending>(CommOp::all_gather, group_);
         // the part already in its place in the output (ZeRO's shard of the flat buffer): MPI_IN_PLACE
         const bool in_place = in.buf == out.buf && out.device() == Device::cpu &&
                               in.data() == (char*)out.data() + part_start(M, size_, rank_) * dtype_size(out.dtype);
@@ -151,7 +198,7 @@ class MpiComm : public Comm {
 
     CommHandle broadcast_async(Tensor& x, int root) override {
         check_peer(root, "broadcast root");
-        auto p = std::make_unique<MpiPending>();
+        auto p = std::make_unique<MpiPending>(CommOp::broadcast, group_);
         p->outputs.emplace_back(x, rank_ == root);
         p->reqs.resize(1);
         MPI_CHECK(MPI_Ibcast(p->outputs[0].host.data(), to_int(x.numel(), "broadcast"), mpi_type(x.dtype, false), root,
@@ -162,7 +209,8 @@ class MpiComm : public Comm {
 
     CommHandle send_async(const Tensor& x, int peer, int tag) override {
         check_peer(peer, "send peer");
-        auto p = std::make_unique<MpiPending>();
+        CHECK(comm_ != MPI_COMM_WORLD || tag != kWatchdogTag, "send tag %d is reserved for the watchdog", tag);
+        auto p = std::make_unique<MpiPending>(CommOp::send, group_, group_->world_ranks[peer]);
         p->keep.push_back(Staged(x, true).host);
         p->reqs.resize(1);
         MPI_CHECK(MPI_Isend(p->keep[0].data(), to_int(x.numel(), "send"), mpi_type(x.dtype, false), peer, tag, comm_,
@@ -173,7 +221,8 @@ class MpiComm : public Comm {
 
     CommHandle recv_async(Tensor& x, int peer, int tag) override {
         check_peer(peer, "recv peer");
-        auto p = std::make_unique<MpiPending>();
+        CHECK(comm_ != MPI_COMM_WORLD || tag != kWatchdogTag, "recv tag %d is reserved for the watchdog", tag);
+        auto p = std::make_unique<MpiPending>(CommOp::recv, group_, group_->world_ranks[peer]);
         p->outputs.emplace_back(x, false);
         p->reqs.resize(1);
         MPI_CHECK(MPI_Irecv(p->outputs[0].host.data(), to_int(x.numel(), "recv"), mpi_type(x.dtype, false), peer, tag,
@@ -186,7 +235,7 @@ class MpiComm : public Comm {
                                   Tensor& out, const std::vector<int64_t>& rc,
                                   const std::vector<int64_t>& ro) override {
         const double sent = check_all_to_all_v(in, sc, so, out, rc, ro);
-        auto p = std::make_unique<MpiPending>();
+        auto p = std::make_unique<MpiPending>(CommOp::all_to_all, group_);
         for (int r = 0; r < size_; r++) {
             p->counts.push_back(to_int(sc[r], "all_to_all_v"));
             p->displs.push_back(to_int(so[r], "all_to_all_v"));
@@ -204,17 +253,23 @@ class MpiComm : public Comm {
         return CommHandle(std::move(p));
     }
 
+    // the blocking ones too are non-blocking calls waited for under the watchdog's deadline
     void barrier() override {
-        MPI_CHECK(MPI_Barrier(comm_));
+        std::vector<MPI_Request> req(1);
+        MPI_CHECK(MPI_Ibarrier(comm_, &req[0]));
+        wait_requests(req, CommOp::barrier, group_, -1);
         record(CommOp::barrier, 0.0);
     }
 
     double reduce_scalar(double x, ReduceOp op) override {
         double r = 0;
-        MPI_CHECK(MPI_Allreduce(&x, &r, 1, MPI_DOUBLE, op == ReduceOp::sum ? MPI_SUM : MPI_MAX, comm_));
+        std::vector<MPI_Request> req(1);
+        MPI_CHECK(MPI_Iallreduce(&x, &r, 1, MPI_DOUBLE, op == ReduceOp::sum ? MPI_SUM : MPI_MAX, comm_, &req[0]));
+        wait_requests(req, CommOp::all_reduce, group_, -1);
         return r;
     }
 
+    // MPI_Comm_split has no non-blocking form: a set-up step, outside the watchdog
     std::unique_ptr<Comm> split(int color, int key, const std::string& name) override {
         MPI_Comm c;
         MPI_CHECK(MPI_Comm_split(comm_, color, key, &c));
@@ -223,6 +278,7 @@ class MpiComm : public Comm {
 
    private:
     MPI_Comm comm_;
+    std::shared_ptr<const GroupInfo> group_;
 };
 
 }  // namespace

@@ -1,9 +1,14 @@
 // config.cpp — see config.hpp.
 #include "config.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "core.hpp"
 #include "runtime.hpp"
@@ -15,14 +20,17 @@ int64_t parse_int(const std::string& flag, const std::string& v) {
     char* end = nullptr;
     errno = 0;
     long long x = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end || errno) FAIL("--%s %s must be an integer", flag.c_str(), v.c_str());
+    if (v.empty() || *end) FAIL("--%s %s must be an integer", flag.c_str(), v.c_str());
+    if (errno == ERANGE) FAIL("--%s %s is out of the range of a 64-bit integer", flag.c_str(), v.c_str());
     return x;
 }
+// inf and nan parse (strtof reads them); validate() says which flags must be finite
 float parse_float(const std::string& flag, const std::string& v) {
     char* end = nullptr;
     errno = 0;
     float x = std::strtof(v.c_str(), &end);
-    if (v.empty() || *end || errno) FAIL("--%s %s must be a number", flag.c_str(), v.c_str());
+    if (v.empty() || *end) FAIL("--%s %s must be a number", flag.c_str(), v.c_str());
+    if (errno == ERANGE) FAIL("--%s %s is out of the range of a float (about 1e-38 to 3e38)", flag.c_str(), v.c_str());
     return x;
 }
 }  // namespace
@@ -107,6 +115,8 @@ void TrainConfig::register_flags(Flags& f) {
     f.add("log-every", &log_every, "print a step line every N steps");
     f.add("eval-every", &eval_every, "measure task accuracy on held-out samples every N steps (0: never)");
     f.add("log-jsonl", &log_jsonl, "also write one JSON object per step to this file");
+    f.add("inject-nan", &inject_nan, "STEP — after that step's backward, rank 0 writes a NaN into one gradient "
+          "(tests the non-finite check; 0: off)");
 }
 
 void TrainConfig::register_parallel_flags(Flags& f) {
@@ -117,17 +127,36 @@ void TrainConfig::register_parallel_flags(Flags& f) {
     f.add("ep", &ep, "expert-parallel degree (carved from dp x cp)");
     f.add("sp", &sp, "sequence parallelism on top of --tp");
     f.add("comm", &comm, "communication backend: auto (nccl on GPUs when built in) | mpi | nccl");
+    f.add("comm-timeout", &comm_timeout, "seconds a blocking wait for other ranks may take before the job is "
+          "aborted with a report of who waits for whom (0: no deadline)");
     f.add("inject-failure", &inject_failure, "RANK:STEP — that rank fails when that step begins (tests the job abort)");
+    f.add("inject-hang", &inject_hang, "RANK:STEP[:SECONDS] — that rank stops in that step (tests --comm-timeout), or "
+          "pauses SECONDS (a straggler)");
 }
 
 namespace {
-// "RANK:STEP" -> (rank, step); throws naming the flag and the format
-std::pair<int64_t, int64_t> parse_failure(const std::string& v, const char* where) {
+// "RANK:STEP" -> (rank, step); throws naming the flag, the format and the job's ranks
+std::pair<int64_t, int64_t> parse_rank_step(const std::string& v, const char* where) {
     long long rank = -1, step = -1;
     char tail = 0;
     CHECK(std::sscanf(v.c_str(), "%lld:%lld%c", &rank, &step, &tail) == 2 && rank >= 0 && step >= 1,
           "%s '%s' must be RANK:STEP with RANK >= 0 and STEP >= 1 (e.g. 1:3)", where, v.c_str());
+    CHECK(rank < world_size(), "%s '%s': rank %lld is not a rank of this job, which has %d (0 ... %d)", where,
+          v.c_str(), rank, world_size(), world_size() - 1);
     return {rank, step};
+}
+
+// a·b, which counts `what`; an error naming both factors when it overflows int64 or exceeds `limit`
+// (`rule` says why)
+int64_t checked_product(int64_t a, const char* a_name, int64_t b, const char* b_name, const char* what,
+                        int64_t limit = std::numeric_limits<int64_t>::max(), const char* rule = "") {
+    int64_t p = 0;
+    if (__builtin_mul_overflow(a, b, &p))
+        FAIL("%s %lld × %s %lld (%s) overflows a 64-bit integer", a_name, (long long)a, b_name, (long long)b, what);
+    if (p > limit)
+        FAIL("%s %lld × %s %lld (%s) = %lld is too large: %s", a_name, (long long)a, b_name, (long long)b, what,
+             (long long)p, rule);
+    return p;
 }
 }  // namespace
 
@@ -140,8 +169,65 @@ void inject_failure_if_due(const TrainConfig& cfg, int64_t step) {
         v = env;
         where = "PENTA_INJECT_FAILURE";
     }
-    auto [rank, at] = parse_failure(v, where);
+    auto [rank, at] = parse_rank_step(v, where);
     if (rank == world_rank() && at == step) FAIL("injected failure at step %lld (%s %s)", (long long)step, where, v.c_str());
+}
+
+namespace {
+// --inject-hang RANK:STEP[:SECONDS] -> (rank, step, seconds; -1: forever)
+struct Hang {
+    int64_t rank, step;
+    double seconds;
+};
+Hang parse_hang(const std::string& v) {
+    const size_t colon = v.find(':'), second = colon == std::string::npos ? colon : v.find(':', colon + 1);
+    double seconds = -1;
+    if (second != std::string::npos) {
+        char* end = nullptr;
+        const std::string t = v.substr(second + 1);
+        seconds = std::strtod(t.c_str(), &end);
+        CHECK(!t.empty() && !*end && std::isfinite(seconds) && seconds > 0,
+              "--inject-hang '%s': SECONDS '%s' must be a finite number > 0 (RANK:STEP[:SECONDS], e.g. 1:3:2.5)",
+              v.c_str(), t.c_str());
+    }
+    auto [rank, step] = parse_rank_step(v.substr(0, second), "--inject-hang");
+    return {rank, step, seconds};
+}
+}  // namespace
+
+void inject_hang_if_due(const TrainConfig& cfg, int64_t step) {
+    if (cfg.inject_hang.empty()) return;
+    const Hang h = parse_hang(cfg.inject_hang);
+    if (h.rank != world_rank() || h.step != step) return;
+    if (h.seconds > 0) {  // a straggler: late, then on its way
+        std::fprintf(stderr, "[rank %d] --inject-hang %s: pausing %g s in step %lld\n", world_rank(),
+                     cfg.inject_hang.c_str(), h.seconds, (long long)step);
+        usleep((useconds_t)std::min(h.seconds * 1e6, 4e9));
+        return;
+    }
+    std::fprintf(stderr, "[rank %d] --inject-hang %s: stopping in step %lld until the job is killed\n",
+                 world_rank(), cfg.inject_hang.c_str(), (long long)step);
+    std::fflush(stderr);
+    for (;;) sleep(1);  // in no MPI call: to the others, this rank has simply gone quiet
+}
+
+// Sizes: the products the run allocates by (tokens of a micro-batch, rows of a step), checked before any
+// allocation, so a huge value is an error naming the flags instead of a wrapped count (a segfault) or a bare
+// std::bad_alloc. The memory they need is checked against the machine later, once the model is known
+// (resolve_model in train_loop.hpp).
+static void validate_sizes(const TrainConfig& c) {
+    checked_product(c.micro_batch, "--micro-batch", c.seq, "--seq", "the tokens of one micro-batch",
+                    std::numeric_limits<int32_t>::max(),
+                    "at most 2147483647, as cuBLAS and the kernels index a micro-batch's tokens with 32-bit ints");
+    const int64_t rows = checked_product(c.micro_batch, "--micro-batch", c.grad_accum, "--grad-accum",
+                                         "the sequences of one rank's step");
+    checked_product(rows, "(--micro-batch × --grad-accum)", c.seq, "--seq", "the tokens of one rank's step");
+    const int64_t global = checked_product(rows, "(--micro-batch × --grad-accum)", c.dp, "--dp",
+                                           "the sequences of the global batch");
+    // sample g of step s is id s·G + g (data.hpp); evaluation reads ids from 2^40 on, which training must not
+    checked_product(c.steps, "--steps", global, "(--micro-batch × --grad-accum × --dp)",
+                    "the sample ids the run trains on", int64_t(1) << 40,
+                    "at most 2^40, where the held-out evaluation samples start");
 }
 
 void TrainConfig::validate() const {
@@ -154,19 +240,33 @@ void TrainConfig::validate() const {
     CHECK(grad_accum >= 1, "--grad-accum %ld must be >= 1", (long)grad_accum);
     CHECK(steps >= 1, "--steps %ld must be >= 1", (long)steps);
     CHECK(warmup >= 0, "--warmup %ld must be >= 0", (long)warmup);  // a shorter run warms up over fewer (train_loop)
-    CHECK(lr > 0, "--lr %g must be > 0", lr);
-    CHECK(min_lr >= 0 && min_lr <= lr, "--min-lr %g must be in [0, --lr %g]", min_lr, lr);
-    CHECK(weight_decay >= 0, "--weight-decay %g must be >= 0", weight_decay);
+    // NaN fails every comparison; inf passes "> 0", so finiteness is asked for by name
+    CHECK(std::isfinite(lr) && lr > 0, "--lr %g must be a finite number > 0", lr);
+    CHECK(std::isfinite(min_lr) && min_lr >= 0 && min_lr <= lr, "--min-lr %g must be in [0, --lr %g]", min_lr, lr);
+    CHECK(std::isfinite(weight_decay) && weight_decay >= 0, "--weight-decay %g must be a finite number >= 0",
+          weight_decay);
+    // decoupled decay multiplies every decayed weight by 1 - lr·wd per step: at >= 1 it zeroes or flips them
+    CHECK((double)lr * weight_decay < 1, "--lr %g × --weight-decay %g = %g must be < 1 (AdamW multiplies the weights "
+          "by 1 - lr × weight decay every step)", lr, weight_decay, (double)lr * weight_decay);
     CHECK(beta1 >= 0 && beta1 < 1, "--beta1 %g must be in [0, 1)", beta1);
     CHECK(beta2 >= 0 && beta2 < 1, "--beta2 %g must be in [0, 1)", beta2);
-    CHECK(grad_clip >= 0, "--grad-clip %g must be >= 0", grad_clip);
+    CHECK(std::isfinite(grad_clip) && grad_clip >= 0, "--grad-clip %g must be a finite number >= 0 (0: no clipping)",
+          grad_clip);
     CHECK(log_every >= 1, "--log-every %ld must be >= 1", (long)log_every);
     CHECK(eval_every >= 0, "--eval-every %ld must be >= 0", (long)eval_every);
+    // each degree is a group of ranks inside the job (and an int in the grid): at most the job's ranks
     for (auto [name, v] : {std::pair<const char*, int64_t>{"dp", dp}, {"tp", tp}, {"pp", pp}, {"cp", cp}, {"ep", ep}})
-        CHECK(v >= 1, "--%s %ld must be >= 1", name, (long)v);
+        CHECK(v >= 1 && v <= world_size(), "--%s %ld must be between 1 and the job's %d rank(s) (mpirun -np)", name,
+              (long)v, world_size());
     CHECK(!sp || tp > 1, "--sp needs --tp > 1: sequence parallelism splits the regions tensor parallelism replicates");
     CHECK(comm == "auto" || comm == "mpi" || comm == "nccl", "--comm %s must be auto, mpi or nccl", comm.c_str());
-    if (!inject_failure.empty()) parse_failure(inject_failure, "--inject-failure");
+    CHECK(std::isfinite(comm_timeout) && comm_timeout >= 0,
+          "--comm-timeout %g must be a finite number of seconds >= 0 (0: no deadline)", comm_timeout);
+    if (!inject_failure.empty()) parse_rank_step(inject_failure, "--inject-failure");
+    if (!inject_hang.empty()) parse_hang(inject_hang);
+    CHECK(inject_nan >= 0 && inject_nan <= steps, "--inject-nan %ld must be a step of the run, 1 ... --steps %ld "
+          "(0: off)", (long)inject_nan, (long)steps);
+    validate_sizes(*this);
 }
 
 }  // namespace penta

@@ -50,18 +50,24 @@ struct TrainConfig {
     int64_t eval_every = 100;      // task accuracy on held-out samples (0: never)
     std::string log_jsonl;         // one JSON object per step
     std::string dump_reference;    // write weights/batch/grads for tools/torch_reference.py, then exit
+    int64_t inject_nan = 0;        // STEP: a NaN written into one gradient after that step's backward (0: off)
 
     // parallel layout (chapters 02+; register_parallel_flags): degrees of each axis, see grid.hpp
     int64_t dp = 1, tp = 1, pp = 1, cp = 1, ep = 1;
     bool sp = false;               // sequence parallelism on top of tp (ch05)
     std::string comm = "auto";     // auto | mpi | nccl (comm.hpp)
     std::string inject_failure;    // "RANK:STEP": that rank throws at the start of that step (tests the abort)
+    std::string inject_hang;       // "RANK:STEP[:SECONDS]": that rank stops (or pauses) in that step (the watchdog)
+    float comm_timeout = 300;      // seconds a blocking wait of Comm may take (watchdog.hpp); 0: no deadline
 
     // registers the flags above on `flags`, so a chapter can add its own before parsing
     void register_flags(Flags& flags);
-    // --dp --tp --pp --cp --ep --sp --comm --inject-failure (chapter 01 runs on one rank and has none)
+    // --dp --tp --pp --cp --ep --sp --comm --comm-timeout --inject-failure --inject-hang (chapter 01 runs on
+    // one rank and has none)
     void register_parallel_flags(Flags& flags);
-    // checks every value (ranges, enums); throws naming the flag, value and rule
+    // Checks every value before any work: ranges and finiteness, enums, the products of sizes (no int64
+    // overflow; tokens per micro-batch within 32-bit indexing; training sample ids below evaluation's), the
+    // parallel degrees against the job's ranks, the injection flags. Throws naming the flag, value and rule.
     void validate() const;
 };
 
@@ -69,5 +75,9 @@ struct TrainConfig {
 // penta::Error on world rank RANK when step STEP (1-based) begins, so tests can check that one failing
 // rank brings the whole job down with a message naming it. No-op when neither is set.
 void inject_failure_if_due(const TrainConfig& cfg, int64_t step);
+// --inject-hang RANK:STEP: world rank RANK stops in step STEP (sleeps until the job is killed), as a rank
+// behind a dead NIC or a stalled GPU would; the others' watchdog must abort the job (watchdog.hpp).
+// RANK:STEP:SECONDS pauses that long instead: a straggler, which the step log's straggler report names.
+void inject_hang_if_due(const TrainConfig& cfg, int64_t step);
 
 }  // namespace penta

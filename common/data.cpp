@@ -13,7 +13,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <new>
 
 #include "core.hpp"
 
@@ -31,8 +34,14 @@ Batch load_batch(const Dataset& ds, int64_t first_id, int64_t count, int64_t T) 
     Batch b;
     b.rows = count;
     b.T = T;
-    b.tokens.resize(count * T);
-    b.targets.resize(count * T);
+    try {
+        b.tokens.resize(count * T);
+        b.targets.resize(count * T);
+    } catch (const std::bad_alloc&) {
+        FAIL("out of host memory allocating the batch: %ld sequences × %ld tokens × 8 bytes (tokens and targets) = "
+             "%.2f GiB (set by --micro-batch × --grad-accum and --seq)", (long)count, (long)T,
+             8.0 * (double)count * (double)T / 1073741824.0);
+    }
     for (int64_t r = 0; r < count; r++) ds.get(first_id + r, T, &b.tokens[r * T], &b.targets[r * T]);
     return b;
 }
@@ -157,6 +166,10 @@ struct MappedFile {
         CHECK(fd >= 0, "cannot open data file '%s': %s", p.c_str(), std::strerror(errno));
         struct stat st;
         CHECK(::fstat(fd, &st) == 0, "cannot stat '%s': %s", p.c_str(), std::strerror(errno));
+        if (!S_ISREG(st.st_mode)) {  // mmap would say "No such device" of a directory
+            ::close(fd);
+            FAIL("data file '%s' is %s, not a regular file", p.c_str(), S_ISDIR(st.st_mode) ? "a directory" : "special");
+        }
         size = (size_t)st.st_size;
         if (size > 0) {
             void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -212,6 +225,7 @@ class TokenFileDataset : public Dataset {
             if (n > 0) parts_.push_back(Part{&f, tok, total_, n});  // an empty file adds nothing to the stream
             total_ += n;
         }
+        check_tokens();
     }
 
     int32_t vocab_size() const override { return vocab_; }
@@ -240,6 +254,8 @@ class TokenFileDataset : public Dataset {
             if (pos - parts_[f].start >= parts_[f].n) f++;  // the window runs into the next file
             const Part& part = parts_[f];
             int32_t tok = token_at(part, pos - part.start);
+            // checked at open already; kept because a mapped file another process rewrites changes under us
+            // (MAP_PRIVATE copies only the pages we write), and one compare per token costs nothing here
             CHECK(tok < vocab_, "'%s': token %d at index %ld is >= the vocabulary size %d", part.file->path.c_str(),
                   tok, (long)(pos - part.start), vocab_);
             if (i < T) tokens[i] = tok;
@@ -248,6 +264,29 @@ class TokenFileDataset : public Dataset {
     }
 
    private:
+    // Every token id < the vocabulary, in one pass when the files are opened, so a bad shard fails now,
+    // naming the file and the first bad index, not at whichever step first samples a bad window. Bytes of a
+    // text file are < 256 by construction; a vocabulary of 65536 holds every uint16. The pass reads the
+    // files once (that also brings them into the page cache training reads them from); its time is printed
+    // when noticeable.
+    void check_tokens() const {
+        if (kind_ == FileKind::text || vocab_ >= 65536) return;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (const Part& part : parts_) {
+            uint16_t max = 0;  // a max reduction vectorises; the first bad index is searched only if there is one
+            for (int64_t i = 0; i < part.n; i++) max = std::max(max, (uint16_t)token_at(part, i));
+            if (max < vocab_) continue;
+            int64_t i = 0;
+            while (token_at(part, i) < vocab_) i++;
+            FAIL("'%s': token %d at index %ld (of %ld) is >= the model's vocabulary size %d (a shard of another "
+                 "tokenizer? --model sets the vocabulary)", part.file->path.c_str(), token_at(part, i), (long)i,
+                 (long)part.n, vocab_);
+        }
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (s > 0.5 && world_rank() == 0)
+            std::printf("data: checked %ld token ids < %d in %.1f s\n", (long)total_, vocab_, s);
+    }
+
     struct Part {  // one non-empty file's tokens in the concatenated stream
         const MappedFile* file;
         const uint8_t* tokens;

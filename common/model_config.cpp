@@ -6,8 +6,13 @@
 // Test: `build/bin/tests_01 -ts='ch01 np1' -tc='*config*'`.
 #include "model_config.hpp"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core.hpp"
@@ -34,8 +39,17 @@ void LlamaConfig::validate() const {
           (long long)n_heads, (long long)n_kv_heads);
     CHECK(head_dim() % 2 == 0, "model %s: head_dim %lld (hidden / n_heads) must be even for RoPE", n,
           (long long)head_dim());
-    CHECK(rope_theta > 0, "model %s: rope_theta %g must be positive", n, rope_theta);
-    CHECK(norm_eps > 0, "model %s: norm_eps %g must be positive", n, norm_eps);
+    CHECK(std::isfinite(rope_theta) && rope_theta > 0, "model %s: rope_theta %g must be finite and positive", n,
+          rope_theta);
+    CHECK(std::isfinite(norm_eps) && norm_eps > 0, "model %s: norm_eps %g must be finite and positive", n, norm_eps);
+    // sizes the kernels index with 32-bit ints, and a parameter count whose byte sizes fit int64 (a config
+    // from a file could say anything: the product must not wrap before the memory check sees it)
+    for (auto [what, v] : {std::pair<const char*, int64_t>{"vocab", vocab}, {"hidden", hidden}, {"ffn", ffn},
+                           {"n_layers", n_layers}, {"max_seq", max_seq}})
+        CHECK(v <= std::numeric_limits<int32_t>::max(), "model %s: %s %lld must be <= 2147483647", n, what, (long long)v);
+    const double params = (double)vocab * hidden * 2 + (double)n_layers * (4.0 * hidden * hidden + 3.0 * hidden * ffn);
+    CHECK(params < 1e17, "model %s: about %.3g parameters is beyond any machine (and their bytes beyond int64)", n,
+          params);
 }
 
 namespace {
@@ -82,12 +96,14 @@ LlamaConfig preset(const std::string& name) {
 }
 
 LlamaConfig load_hf_config(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) FAIL("Hugging Face config '%s' is a directory, not a file", path.c_str());
     std::ifstream in(path);
-    if (!in) FAIL("cannot open Hugging Face config '%s'", path.c_str());
+    if (!in) FAIL("cannot open Hugging Face config '%s': %s", path.c_str(), std::strerror(errno));
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
+    } catch (const std::exception& e) {  // a JSON error, or the stream's (a read error)
         FAIL("%s: not valid JSON: %s", path.c_str(), e.what());
     }
     if (!j.is_object()) FAIL("%s: expected a JSON object at the top level", path.c_str());

@@ -12,7 +12,9 @@ namespace penta::cuda {
 #include "ops_backend.inc"
 // device memory for tensor.cpp; device_count() is 0 when no GPU is visible
 int device_count();
+// nullptr when the device is out of memory (the caller names what it allocated); other errors throw
 void* device_malloc(size_t bytes);
+int64_t device_total_memory();  // bytes of the current device
 void device_free(void* p);
 void memcpy_any(void* dst, const void* src, size_t bytes);  // any direction, synchronous
 void memset_zero(void* p, size_t bytes);

@@ -13,7 +13,7 @@ std::vector<ParamRange> ranges_in_shard(const std::vector<ParamRange>& full, int
     std::vector<ParamRange> out;
     for (const auto& r : full) {
         int64_t lo = std::max(r.offset, start), hi = std::min(r.offset + r.count, start + count);
-        if (lo < hi) out.push_back(ParamRange{lo - start, hi - lo, r.decay, r.in_norm});
+        if (lo < hi) out.push_back(ParamRange{lo - start, hi - lo, r.decay, r.in_norm, r.name, r.name_offset + lo - r.offset});
     }
     return out;
 }
@@ -22,8 +22,13 @@ float LRSchedule::at(int64_t step) const {
     CHECK(warmup >= 0 && total > warmup, "LR schedule: warmup %ld must be >= 0 and < total steps %ld",
           (long)warmup, (long)total);
     if (step < warmup) return max_lr * (float)std::max<int64_t>(step, 0) / (float)warmup;
-    if (step >= total) return min_lr;
-    double progress = (double)(step - warmup) / (double)(total - warmup);  // 0 -> 1
+    // The cosine starts at the peak on step `peak`. Steps count from 1 (AdamW's count, what the train loop
+    // passes), so without warmup the peak is step 1: measured from step 0, step 1 would already be past the
+    // peak and max_lr never used. With warmup, step `warmup` is the peak, exactly as before. A one-step run
+    // without warmup takes its one step at the peak.
+    const int64_t peak = std::max<int64_t>(warmup, 1);
+    if (step > peak && step >= total) return min_lr;
+    double progress = step <= peak ? 0.0 : (double)(step - peak) / (double)(total - peak);  // 0 -> 1
     return (float)(min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(M_PI * progress)));
 }
 
@@ -99,6 +104,18 @@ void AdamW::update(float lr, float grad_scale) {
         if (p.dtype == DType::f32) copy(p, w);
         else convert(p, w);  // and the weights the model reads are its rounding
     }
+}
+
+AdamW::NonFinite AdamW::first_non_finite_grad() const {
+    std::vector<const ParamRange*> order;
+    for (const auto& r : ranges_) order.push_back(&r);
+    std::sort(order.begin(), order.end(), [](const ParamRange* a, const ParamRange* b) { return a->offset < b->offset; });
+    for (const ParamRange* r : order) {
+        const std::vector<float> g = grad.flat(r->offset, r->count).to_host();
+        for (int64_t i = 0; i < r->count; i++)
+            if (!std::isfinite(g[i])) return NonFinite{true, r->name, r->name_offset + i, g[i]};
+    }
+    return {};
 }
 
 double AdamW::step(float lr, float max_norm) {

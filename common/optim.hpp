@@ -11,6 +11,7 @@
 // Tested by tests/01_single_gpu/test_optim.cpp: `make test CH=01`.
 #pragma once
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "comm.hpp"
@@ -26,6 +27,8 @@ struct ParamRange {
     int64_t offset = 0, count = 0;  // elements, relative to the buffer the optimizer holds
     bool decay = true;
     bool in_norm = true;
+    std::string name{};      // the parameter tensor it covers ("model.layers.0.self_attn.q_proj.weight"), for messages
+    int64_t name_offset = 0;  // which element of that tensor (of this rank's part of it) the range starts at
 };
 
 // The part of `full` (ranges over the whole flat buffer) that falls inside [start, start + count),
@@ -33,8 +36,9 @@ struct ParamRange {
 std::vector<ParamRange> ranges_in_shard(const std::vector<ParamRange>& full, int64_t start, int64_t count);
 
 // Learning rate at optimizer step s (counting from 1, as AdamW does): linear warmup from 0 reaching
-// max_lr at s = warmup, then cosine decay to min_lr at s = total, min_lr afterwards. A pure function of s,
-// so a resumed run continues on the same curve.
+// max_lr at s = warmup (s gets max_lr·s/warmup), then cosine decay to min_lr at s = total, min_lr
+// afterwards. Without warmup step 1 is the peak. A pure function of s, so a resumed run continues on the
+// same curve.
 struct LRSchedule {
     float max_lr = 3e-4f, min_lr = 3e-5f;
     int64_t warmup = 0, total = 1;
@@ -62,6 +66,15 @@ class AdamW {
     double grad_norm();
     // one AdamW update of every range with the gradient scaled by grad_scale (the clipping factor)
     void update(float lr, float grad_scale);
+    // The first element, in buffer order, of a range whose gradient is a NaN or an infinity: a full scan
+    // (each range copied to the host), for when the cheap check (the norm) has fired. found = false: none.
+    struct NonFinite {
+        bool found = false;
+        std::string name;     // the range's tensor ("" when the range has no name)
+        int64_t element = 0;  // in that tensor (this rank's part of it)
+        float value = 0;
+    };
+    NonFinite first_non_finite_grad() const;
 
     AdamWConfig cfg;
     int step_count = 0;  // optimizer steps taken; the next one uses step_count + 1 for bias correction

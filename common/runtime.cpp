@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <new>
 
 #include "core.hpp"
 
@@ -16,7 +17,7 @@ void select_device(int local_rank);  // cuda/memory.cu
 namespace penta {
 
 namespace {
-int g_rank = 0, g_size = 1, g_local = 0;
+int g_rank = 0, g_size = 1, g_local = 0, g_local_size = 1;
 bool g_mpi = false;
 }  // namespace
 
@@ -37,6 +38,7 @@ void runtime_init(int* argc, char*** argv) {
     MPI_Comm node;
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_rank(node, &g_local));
+    MPI_CHECK(MPI_Comm_size(node, &g_local_size));
     MPI_Comm_free(&node);
 #endif
 #if defined(PENTA_CUDA)
@@ -59,6 +61,7 @@ void runtime_finalize() {
 int world_rank() { return g_rank; }
 int world_size() { return g_size; }
 int local_rank() { return g_local; }
+int local_size() { return g_local_size; }
 bool mpi_enabled() { return g_mpi; }
 
 void abort_job(int code) {
@@ -78,6 +81,11 @@ int run_main(int argc, char** argv, const std::function<int(int, char**)>& body)
     } catch (const Error& e) {
         // the message already starts with "[rank R] file:line:"
         std::fprintf(stderr, "error: %s\n", e.what());
+        abort_job(1);
+    } catch (const std::bad_alloc& e) {
+        // an allocation outside the tagged allocator (which names its tag, size and flags itself)
+        std::fprintf(stderr, "error: [rank %d] out of memory (%s) in an allocation outside the tensor allocator; "
+                     "lower --micro-batch, --seq or the model's size\n", g_rank, e.what());
         abort_job(1);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "error: [rank %d] %s\n", g_rank, e.what());

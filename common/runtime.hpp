@@ -16,6 +16,7 @@ void runtime_finalize();
 int world_rank();
 int world_size();
 int local_rank();  // rank among the processes on this node (chooses the GPU)
+int local_size();  // processes on this node (they share its memory)
 bool mpi_enabled();
 [[noreturn]] void abort_job(int code);  // MPI_Abort(MPI_COMM_WORLD) or exit()
 

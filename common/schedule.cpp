@@ -2,6 +2,8 @@
 // Playbook: "First steps: training on one GPU" (gradient accumulation). Test: `make test CH=01`.
 #include "schedule.hpp"
 
+#include <cmath>
+
 #include "training_step.hpp"
 
 namespace penta {
@@ -15,6 +17,7 @@ ScheduleResult Sequential::run(Model& model, std::vector<MicroBatch>& micro_batc
         const int64_t before = mem_stats(dev).current[(int)Tag::activations];
         MicroBatchActs acts = model.forward(mb, global_tokens, link.recv_forward(mb));
         if (i == 0) r.saved_activation_bytes = mem_stats(dev).current[(int)Tag::activations] - before;
+        if (r.first_non_finite < 0 && !std::isfinite(acts.loss)) r.first_non_finite = (int64_t)i;
         r.loss += acts.loss;
         r.aux_loss += acts.aux_loss;
         if (acts.output.defined()) link.send_forward(mb, acts.output);

@@ -53,7 +53,14 @@ class HostBlockCache {
     // a block of `bytes` (a multiple of kAlign), or nullptr when the system has no memory left
     void* take(size_t bytes) {
         auto it = free_.find(bytes);
-        if (it == free_.end() || it->second.empty()) return fresh(bytes);
+        if (it == free_.end() || it->second.empty()) {
+            void* p = fresh(bytes);
+            if (!p && cached_ > 0) {  // the system is out of memory: hand the cached blocks back, try again
+                trim();
+                p = fresh(bytes);
+            }
+            return p;
+        }
         void* p = it->second.back();
         it->second.pop_back();
         cached_ -= bytes;
@@ -66,6 +73,12 @@ class HostBlockCache {
         }
         free_[bytes].push_back(p);
         cached_ += bytes;
+    }
+    void trim() {
+        for (auto& [size, blocks] : free_)
+            for (void* p : blocks) std::free(p);
+        free_.clear();
+        cached_ = 0;
     }
     static size_t rounded(size_t bytes) { return (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign; }
     size_t cached() const { return cached_; }
@@ -118,13 +131,35 @@ bool cuda_available() {
 #endif
 }
 
+namespace {
+// which flags set the size of an allocation of tag t, for the out-of-memory message
+const char* tag_flags(Tag t) {
+    switch (t) {
+        case Tag::params:
+        case Tag::grads:
+        case Tag::master:
+        case Tag::optim: return "model state: set by --model, divided by --tp and --zero";
+        case Tag::activations: return "set by --micro-batch × --seq and --model; --recompute lowers it";
+        case Tag::comm: return "communication buffers: set by the model's size and --bucket-mb";
+        case Tag::workspace: return "set by --micro-batch × --seq and --model";
+    }
+    return "";
+}
+[[noreturn]] void out_of_memory(size_t bytes, Device d, Tag t) {
+    FAIL("out of %s memory allocating %zu bytes (%.2f GiB) for %s (%s), with %.2f GiB of tensors already held "
+         "on this device", d == Device::cpu ? "host" : "GPU", bytes, bytes / 1073741824.0, tag_name(t), tag_flags(t),
+         mem_stats(d).total_current / 1073741824.0);
+}
+}  // namespace
+
 Buffer::Buffer(size_t nbytes, Device dev, Tag t) : bytes(nbytes), device(dev), tag(t) {
     if (dev == Device::cpu) {
         ptr = host_cache().take(HostBlockCache::rounded(nbytes));
-        CHECK(ptr, "out of host memory allocating %zu bytes for %s", nbytes, tag_name(t));
+        if (!ptr) out_of_memory(nbytes, dev, t);
     } else {
 #if defined(PENTA_CUDA)
         ptr = cuda::device_malloc(nbytes ? nbytes : 1);
+        if (!ptr) out_of_memory(nbytes, dev, t);
 #else
         FAIL("a cuda tensor was requested, but this build has no CUDA (rebuild with `make CUDA=1`)");
 #endif

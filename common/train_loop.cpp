@@ -2,11 +2,16 @@
 // Playbook: "First steps: training on one GPU" (the training loop, MFU). Run: `make run`.
 #include "train_loop.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "formulas.hpp"
+#include "ops_backend.hpp"
 #include "runtime.hpp"
+#include "watchdog.hpp"
 
 namespace penta {
 
@@ -24,10 +29,55 @@ LlamaConfig resolve_model(const std::string& m) {
     return is_file ? load_hf_config(m) : preset(m);
 }
 
+namespace {
+// Memory this machine has for one rank's tensors: the device's, or on CPU the node's RAM shared by the
+// ranks on the node. 0: unknown (no check).
+double memory_per_rank(Device device) {
+#if defined(PENTA_CUDA)
+    if (device == Device::cuda) return (double)cuda::device_total_memory();
+#endif
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? (double)pages * page / local_size() : 0.0;
+}
+}  // namespace
+
+void check_memory_bound(const TrainConfig& cfg, const LlamaConfig& mc, Device device) {
+    const double capacity = memory_per_rank(device);
+    if (capacity <= 0) return;
+    // what one rank holds at least: the fp32 model state (16 bytes a parameter) cut as far as tp and ZeRO-3
+    // over dp could cut it, one micro-batch's activations (formulas.hpp, linear in the micro-batch; tp splits
+    // at most all of it), and on the host the step's token batch (tokens and targets, int32)
+    const double state = 16.0 * (double)mc.n_params() / (double)(cfg.tp * cfg.dp);
+    const double acts = (double)cfg.micro_batch *
+                        (double)llama_activation_bytes(mc, parse_recompute(cfg.recompute),
+                                                       parse_attention_kernel(cfg.attention), 1, cfg.seq) /
+                        (double)cfg.tp;
+    const double batch = 8.0 * (double)cfg.micro_batch * (double)cfg.grad_accum * (double)cfg.seq;
+    const double need = state + acts + (device == Device::cpu ? batch : 0.0);
+    const double GiB = 1073741824.0;
+    CHECK(need <= capacity,
+          "--model %s with --micro-batch %ld × --seq %ld%s: one rank needs at least %.1f GiB (one micro-batch's "
+          "activations %.1f GiB by formulas.hpp, model state %.2f GiB, the step's tokens %.2f GiB), more than the "
+          "%.1f GiB of %s memory it has%s: %s",
+          cfg.model.c_str(), (long)cfg.micro_batch, (long)cfg.seq,
+          cfg.grad_accum > 1 ? strfmt(" (--grad-accum %ld)", (long)cfg.grad_accum).c_str() : "", need / GiB,
+          acts / GiB, state / GiB, batch / GiB, capacity / GiB, device == Device::cpu ? "host" : "GPU",
+          device == Device::cpu && local_size() > 1 ? strfmt(" (this node's RAM over its %d ranks)", local_size()).c_str()
+                                                    : "",
+          state > acts ? "a smaller --model, or shard it over more ranks (--tp, ZeRO-3)"
+                       : "lower --micro-batch or --seq, or use --recompute full");
+}
+
 LlamaConfig resolve_model(const TrainConfig& cfg) {
     LlamaConfig mc = resolve_model(cfg.model);
     CHECK(cfg.seq <= mc.max_seq, "--seq %ld must be <= the model's max_seq %ld", (long)cfg.seq, (long)mc.max_seq);
+    check_memory_bound(cfg, mc, resolve_device(cfg.device));
     return mc;
+}
+
+std::unique_ptr<Comm> make_world_comm(const TrainConfig& cfg, Device device) {
+    set_comm_timeout(cfg.comm_timeout);
+    return make_world_comm(parse_comm_backend(cfg.comm, device));
 }
 
 ModelOptions model_options(const TrainConfig& cfg) {
@@ -83,6 +133,68 @@ Eval evaluate(Model& model, const Dataset& data, const TrainConfig& cfg,
     return e;
 }
 
+namespace {
+// --inject-nan STEP: after that step's backward, world rank 0 writes a NaN into the first element of the
+// first q_proj gradient it holds (layer 0's; the first range it holds when it has none), so a test can see
+// the run stop naming that tensor. A hook's before_update, because that is where the optimizer's gradients
+// are final in every layout (DP reduced, ZeRO's shard) and no other hook writes them.
+struct InjectNan : StepHooks {
+    AdamW& optim;
+    int64_t at, step = 0;
+    InjectNan(AdamW& o, int64_t at_step) : optim(o), at(at_step) {}
+    void before_update() override {
+        if (step != at || world_rank() != 0) return;
+        const ParamRange* target = nullptr;
+        for (const ParamRange& r : optim.ranges())
+            if (r.count > 0 && (!target || (r.name.find("q_proj") != std::string::npos &&
+                                            target->name.find("q_proj") == std::string::npos)))
+                target = &r;
+        if (!target) return;
+        Tensor dst = optim.grad.flat(target->offset, 1);
+        copy(dst, Tensor::from_host({NAN}, {1}, dst.device()));
+        std::fprintf(stderr, "[rank 0] --inject-nan %ld: wrote a NaN into the gradient of %s, element %ld\n",
+                     (long)at, target->name.c_str(), (long)target->name_offset);
+    }
+};
+// The straggler report of run_training (train_loop.hpp). Every rank calls after_step once per step.
+class StragglerWatch {
+   public:
+    explicit StragglerWatch(Comm* world) : world_(world && world->size() > 1 ? world : nullptr) {}
+    struct Verdict {
+        bool flagged = false;
+        int rank = 0;       // the rank that worked longest in the step
+        double work = 0;    // its step time less its time blocked in Comm waits
+        double median = 0;  // of the steps before
+    };
+    Verdict after_step(int64_t step, double seconds, double blocked) {
+        Verdict v;
+        v.work = std::max(0.0, seconds - blocked);
+        if (world_) {
+            // (work in µs, rank) as one double, so one max-reduce finds both: exact while < 2^52, so the µs
+            // are capped at 2^32 - 1 (71 minutes) and ranks at 2^20
+            const double us = std::min(std::floor(v.work * 1e6), 4294967295.0);
+            const double code = world_->all_reduce_scalar(us * kRanks + std::fmod(world_->rank(), kRanks), ReduceOp::max);
+            v.rank = (int)std::fmod(code, kRanks);
+            v.work = std::floor(code / kRanks) / 1e6;
+        }
+        if (step < 2) return v;  // step 1 pays for first-touch allocations: not a reference
+        if (times_.size() >= 5) {
+            std::vector<double> t = times_;
+            std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+            v.median = t[t.size() / 2];
+            v.flagged = seconds > kStragglerFactor * v.median && seconds - v.median > kStragglerMinSeconds;
+        }
+        times_.push_back(seconds);
+        return v;
+    }
+
+   private:
+    static constexpr double kRanks = 1048576;  // 2^20
+    Comm* world_;
+    std::vector<double> times_;  // of steps 2, 3, ...
+};
+}  // namespace
+
 StepResult run_training(TrainLoop& L) {
     const TrainConfig& cfg = L.cfg;
     // a run shorter than --warmup (say --steps 20 with the default 50) warms up over all but its last step
@@ -91,12 +203,33 @@ StepResult run_training(TrainLoop& L) {
     if (world_rank() != 0) L.log.jsonl_path.clear();  // one writer: the ranks share the path
     StepLog log(L.log);
     StepResult r;
+    InjectNan inject_nan(L.trainer.optimizer, cfg.inject_nan);
+    std::vector<StepHooks*>& hooks = L.trainer.hooks;
+    if (cfg.inject_nan > 0) hooks.push_back(&inject_nan);
+    struct Unhook {  // the trainer outlives this function; the hook does not
+        std::vector<StepHooks*>& hooks;
+        StepHooks* h;
+        ~Unhook() { hooks.erase(std::remove(hooks.begin(), hooks.end(), h), hooks.end()); }
+    } unhook{hooks, &inject_nan};
+    StragglerWatch stragglers(L.world);
     for (int64_t s = 0; s < cfg.steps; s++) {
         inject_failure_if_due(cfg, s + 1);
+        inject_nan.step = s + 1;
         Timer timer;
+        const double blocked0 = comm_blocked_seconds();
+        inject_hang_if_due(cfg, s + 1);  // inside the step's time: a pause makes this rank the straggler
         float lr = schedule.at(s + 1);
         r = training_step(L.trainer, L.data, s, L.plan, lr, cfg.grad_clip);
         device_synchronize(L.trainer.model.device());
+        const double seconds = timer.seconds();
+        const StragglerWatch::Verdict straggler = stragglers.after_step(s + 1, seconds, comm_blocked_seconds() - blocked0);
+        if (straggler.flagged && world_rank() == 0)
+            std::printf("straggler: step %ld took %.3f s, %.1fx the median %.3f s of the steps before; %s\n", (long)s + 1,
+                        seconds, seconds / straggler.median, straggler.median,
+                        L.world && L.world->size() > 1
+                            ? strfmt("rank %d worked longest (%.3f s; the others waited for it)", straggler.rank,
+                                     straggler.work).c_str()
+                            : "one rank: something else slowed it down");
         StepRecord rec;
         rec.step = s + 1;
         rec.total_steps = cfg.steps;
@@ -104,7 +237,8 @@ StepResult run_training(TrainLoop& L) {
         rec.grad_norm = r.grad_norm;
         rec.lr = lr;
         rec.tokens = L.plan.global_batch * cfg.seq;
-        rec.seconds = timer.seconds();
+        rec.seconds = seconds;
+        if (straggler.flagged) rec.extra.push_back({"straggler rank", straggler.rank});
         const bool last = s + 1 == cfg.steps;
         const bool eval_now = cfg.eval_every > 0 && ((s + 1) % cfg.eval_every == 0 || last);
         if (eval_now) {

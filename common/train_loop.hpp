@@ -6,6 +6,7 @@
 //   mpirun -np 2 build/bin/02_data_parallel --dp 2  (chapter 02 runs the same loop with DP hooks)
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "config.hpp"
@@ -16,8 +17,15 @@ namespace penta {
 
 Device resolve_device(const std::string& flag_value);  // --device auto|cpu|cuda
 LlamaConfig resolve_model(const std::string& flag_value);  // a preset name or a HF config.json path
-// --model, checked against --seq (the model's max_seq)
+// --model, checked against --seq (the model's max_seq) and check_memory_bound on --device
 LlamaConfig resolve_model(const TrainConfig& cfg);
+// Before anything is allocated: throws naming the flags when a lower bound of what one rank needs (model
+// state cut as far as --tp and ZeRO-3 could cut it, one micro-batch's activations by formulas.hpp, the
+// step's tokens) exceeds the memory it has (the GPU's; on CPU the node's RAM over its ranks), so a run that
+// cannot fit fails at once instead of in the allocator or the kernel's OOM killer.
+void check_memory_bound(const TrainConfig& cfg, const LlamaConfig& mc, Device device);
+// the world communicator of --comm on `device`, its blocking waits under --comm-timeout (watchdog.hpp)
+std::unique_ptr<Comm> make_world_comm(const TrainConfig& cfg, Device device);
 ModelOptions model_options(const TrainConfig& cfg);  // --recompute, --attention (no parallelism)
 AdamWConfig adamw_config(const TrainConfig& cfg);    // --lr, --beta1, --beta2, --weight-decay
 BatchPlan batch_plan(const TrainConfig& cfg);        // --seq, --micro-batch, --grad-accum on one rank
@@ -44,6 +52,8 @@ struct TrainLoop {
     std::function<Tensor(const Tensor&)> full_logits;  // see evaluate
     // called after every step on every rank, before the line is printed: a chapter adds its figures
     std::function<void(StepRecord&, const StepResult&)> on_step;
+    // every rank of the job (the grid's world), for the straggler report; nullptr: one rank
+    Comm* world = nullptr;
 };
 
 // Fills loop.log for a model of config mc (the FULL model, whatever shard this rank holds) trained on
@@ -53,7 +63,13 @@ void configure_log(TrainLoop& loop, const LlamaConfig& mc, Device device, int nu
 void print_task_baseline(const TrainConfig& cfg, const LlamaConfig& mc);
 
 // Runs cfg.steps steps (lr from the warmup+cosine schedule), evaluating every cfg.eval_every, printing
-// every cfg.log_every; honours --inject-failure. Returns the last step's result.
+// every cfg.log_every; honours --inject-failure, --inject-hang and --inject-nan. Returns the last step's
+// result. Straggler report: a step that takes more than kStragglerFactor times the median of the steps
+// before it (from step 2 on, once there are 5) and kStragglerMinSeconds more (shorter delays are the
+// scheduler's noise) is flagged by rank 0 with the rank that worked longest in it (its step time less its
+// time blocked in Comm waits: the one the others waited for; one max-reduce of the world per step carries
+// both).
+constexpr double kStragglerFactor = 3, kStragglerMinSeconds = 0.05;
 StepResult run_training(TrainLoop& loop);
 
 // the "activations saved by one micro-batch's forward" table: measured beside our formula and the playbook's

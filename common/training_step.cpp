@@ -2,7 +2,12 @@
 // Playbook: "First steps: training on one GPU" (gradient accumulation). Test: `make test CH=01`.
 #include "training_step.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <numeric>
+
+#include "runtime.hpp"
 
 namespace penta {
 
@@ -29,6 +34,46 @@ struct HookList : StepHooks {
     const std::vector<StepHooks*>& hooks;
 };
 
+// The text of the lowest rank of `group` that has one ("" when no rank has), on every rank: a max-reduce
+// picks the rank, a broadcast of a fixed 1 KiB buffer carries its text (i32, which both backends move).
+std::string first_report(Comm& group, const std::string& mine, Device device) {
+    const double best = group.all_reduce_scalar(mine.empty() ? 0.0 : (double)(group.size() - group.rank()),
+                                                ReduceOp::max);
+    if (best == 0.0) return "";
+    const int root = group.size() - (int)best;
+    std::vector<int32_t> buf(256, 0);
+    if (group.rank() == root) std::memcpy(buf.data(), mine.data(), std::min<size_t>(mine.size(), 4 * buf.size() - 1));
+    Tensor t = Tensor::from_host_i32(buf, {(int64_t)buf.size()}, device, Tag::comm);
+    group.broadcast(t, root);
+    buf = t.to_host_i32();
+    const char* text = (const char*)buf.data();
+    return std::string(text, strnlen(text, 4 * buf.size() - 1));
+}
+
+// A non-finite loss or gradient norm stops the run. Only now the full scan: which micro-batch's loss went
+// non-finite and the first gradient element that is, on this rank (under ZeRO its shard, under TP its
+// part); the lowest rank that found something tells every rank, so whichever rank's error reaches the
+// terminal first names the micro-batch and the tensor.
+[[noreturn]] void stop_non_finite(Trainer& t, int64_t step, const ScheduleResult& s, const StepResult& r) {
+    std::string mine;
+    if (s.first_non_finite >= 0)
+        mine = strfmt("the loss of micro-batch %ld first became non-finite", (long)s.first_non_finite);
+    const AdamW::NonFinite g = t.optimizer.first_non_finite_grad();
+    if (g.found)
+        mine += strfmt("%sthe first non-finite gradient is %s, element %ld of this rank's part: %g",
+                       mine.empty() ? "" : "; ", g.name.empty() ? "(unnamed range)" : g.name.c_str(), (long)g.element,
+                       g.value);
+    if (!mine.empty()) mine = strfmt("on rank %d, ", world_rank()) + mine;
+    Comm* group = t.optimizer.norm_group;  // every rank of the run (nullptr: this one alone)
+    const std::string found = group && group->size() > 1 ? first_report(*group, mine, t.model.device()) : mine;
+    FAIL("step %ld: the %s is not finite (loss %g, gradient norm %g): %s. The run stops here: lower --lr, lengthen "
+         "--warmup or clip with --grad-clip",
+         (long)step + 1, std::isfinite(r.loss) ? "gradient" : "loss", r.loss, r.grad_norm,
+         found.empty() ? "no rank found a non-finite micro-batch loss or gradient element (a sum over ranks "
+                         "overflowed?)"
+                       : found.c_str());
+}
+
 }  // namespace
 
 std::vector<int32_t> SequenceSharder::positions(int64_t T) const {
@@ -48,7 +93,7 @@ DeviceBatch to_device(const Batch& b, int64_t first_row, int64_t rows, Device de
 std::vector<ParamRange> optimizer_ranges(const ParamLayout& layout, const GridCoords& coords, Axes optimizer_sharded) {
     std::vector<ParamRange> ranges;
     for (const ParamTensor& t : layout.tensors)
-        ranges.push_back({t.offset, t.numel(), t.decay, counts_in_grad_norm(t, coords, optimizer_sharded)});
+        ranges.push_back({t.offset, t.numel(), t.decay, counts_in_grad_norm(t, coords, optimizer_sharded), t.name, 0});
     return ranges;
 }
 
@@ -114,7 +159,11 @@ StepResult training_step(Trainer& t, const Dataset& data, int64_t step, const Ba
     r.loss = plan.sum_over_batch(link.share_loss(s.loss));
     if (t.model.mlp().has_aux_loss()) r.aux_loss = plan.sum_over_batch(link.sum_over_stages(s.aux_loss));
     hooks.before_update();
-    r.grad_norm = t.optimizer.step(lr, grad_clip);
+    // AdamW::step, split so that the cheap check of every step (the loss, and the norm the optimizer
+    // computes anyway; both are reduced, so every rank decides alike) runs before the update
+    r.grad_norm = t.optimizer.grad_norm();
+    if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) stop_non_finite(t, step, s, r);
+    t.optimizer.update(lr, clip_scale(r.grad_norm, grad_clip));
     hooks.after_update();
     return r;
 }

@@ -42,16 +42,23 @@
 // checked whenever the host waits for this Comm. The communicator is destroyed with ncclCommDestroy, or
 // with ncclCommAbort when an error is pending or an exception is unwinding (a failing rank must not block
 // in a teardown its peers never join).
+// Hangs: the host blocks on a communicator only in sync() (barrier, the scalar all-reduce, which every
+// step makes for the gradient norm), and that wait has the watchdog's deadline (watchdog.hpp,
+// --comm-timeout): past it every live communicator is aborted (ncclCommAbort), the report names the
+// oldest unfinished operation of each, and the job is aborted. A wait() does not block the host (the
+// compute stream waits on the GPU), so a stuck collective shows up at the next sync(), whichever group it
+// was on. Set-up (ncclCommInitRank, ncclCommSplit) blocks outside the watchdog.
 #include "../comm.hpp"
 
 #if defined(PENTA_NCCL)
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <exception>
-#include <thread>
 
 #include "../runtime.hpp"
+#include "../watchdog.hpp"
 
 namespace penta {
 
@@ -78,6 +85,7 @@ ncclDataType_t nccl_type(DType t, bool reducing, const char* what) {
 struct Completion {
     cudaEvent_t done = nullptr;
     bool issued = false;  // false while a send/recv batch is still queued
+    const char* op = "send/recv";  // what it is, for the watchdog's report
     std::vector<Tensor> keep;
     Completion() { CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming)); }
     ~Completion() { cudaEventDestroy(done); }
@@ -94,8 +102,19 @@ struct P2POp {
 
 // What one NCCL communicator owns, shared by its Comm and the handles of its operations in flight (so a
 // handle stays valid even if it outlives the Comm).
+struct NcclState;
+// Every live communicator of this process: when a wait passes the deadline, all of them are aborted (the
+// GPU must let go of every NCCL kernel, whichever group is stuck) and each one's oldest unfinished
+// operation is named.
+std::vector<NcclState*>& live_states() {
+    static std::vector<NcclState*> states;
+    return states;
+}
+
 struct NcclState {
     ncclComm_t comm = nullptr;
+    std::string name;  // the group's, for the watchdog's report
+    int size = 0;
     cudaStream_t stream = nullptr;
     cudaEvent_t ready = nullptr;                          // recorded on compute before each operation
     Tensor scratch;                                       // 8 bytes for barrier and all_reduce_scalar
@@ -103,13 +122,17 @@ struct NcclState {
     std::shared_ptr<Completion> batch;                    // the completion the queued ops will share
     std::deque<std::shared_ptr<Completion>> in_flight;    // issued, in stream order, until done
 
-    explicit NcclState(ncclComm_t c) : comm(c) {
+    NcclState(ncclComm_t c, std::string group_name) : comm(c), name(std::move(group_name)) {
+        live_states().push_back(this);
+        NCCL_CHECK(ncclCommCount(c, &size));
         CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
         scratch = Tensor::empty({2}, DType::f32, Device::cuda, Tag::comm);
         CUDA_CHECK(cudaMemsetAsync(scratch.data(), 0, scratch.nbytes(), stream));
     }
     ~NcclState() {
+        auto& live = live_states();
+        live.erase(std::remove(live.begin(), live.end(), this), live.end());
         ncclResult_t err = ncclSuccess;
         ncclCommGetAsyncError(comm, &err);
         if (err != ncclSuccess || std::uncaught_exceptions() > 0) {
@@ -137,8 +160,9 @@ struct NcclState {
     }
 
     // Marks the end of an operation just enqueued on the comm stream.
-    std::shared_ptr<Completion> issued(std::vector<Tensor> keep) {
+    std::shared_ptr<Completion> issued(CommOp op, std::vector<Tensor> keep) {
         auto c = std::make_shared<Completion>();
+        c->op = comm_op_name(op);
         c->keep = std::move(keep);
         complete(c);
         return c;
@@ -177,15 +201,35 @@ struct NcclState {
         batch.reset();
     }
 
-    // Host waits for the comm stream, checking for peer failures instead of hanging on a dead peer.
-    void sync() {
-        for (;;) {
-            cudaError_t e = cudaStreamQuery(stream);
-            if (e == cudaSuccess) break;
-            if (e != cudaErrorNotReady) CUDA_CHECK(e);
-            check_async_error();
-            std::this_thread::yield();
-        }
+    // The oldest operation on this communicator's stream that has not finished ("" when none has).
+    std::string oldest_unfinished() const {
+        for (const auto& c : in_flight)
+            if (cudaEventQuery(c->done) == cudaErrorNotReady) return c->op;
+        return "";
+    }
+
+    // Host waits for the comm stream, checking for peer failures instead of hanging on a dead peer, under
+    // the watchdog's deadline (watchdog.hpp): on expiry every communicator is aborted and named.
+    void sync(CommOp op) {
+        wait_until(
+            [&] {
+                cudaError_t e = cudaStreamQuery(stream);
+                if (e == cudaSuccess) return true;
+                if (e != cudaErrorNotReady) CUDA_CHECK(e);
+                check_async_error();
+                return false;
+            },
+            [&] {
+                std::string s = strfmt("%s on group %s (%d ranks, NCCL)", comm_op_name(op), name.c_str(), size);
+                for (NcclState* st : live_states()) {  // the stream may be waiting for another group's work
+                    const std::string o = st->oldest_unfinished();
+                    if (!o.empty()) s += strfmt("; oldest unfinished on group %s: %s", st->name.c_str(), o.c_str());
+                }
+                return s;
+            },
+            [] {
+                for (NcclState* st : live_states()) ncclCommAbort(st->comm);  // the job is ending: no destroy
+            });
         in_flight.clear();
     }
 };
@@ -227,7 +271,7 @@ struct NcclPending : CommHandle::Pending {
 
 class NcclComm : public Comm {
    public:
-    NcclComm(ncclComm_t c, std::string name) : st_(std::make_shared<NcclState>(c)) {
+    NcclComm(ncclComm_t c, std::string name) : st_(std::make_shared<NcclState>(c, name)) {
         NCCL_CHECK(ncclCommUserRank(c, &rank_));
         NCCL_CHECK(ncclCommCount(c, &size_));
         name_ = std::move(name);
@@ -241,7 +285,7 @@ class NcclComm : public Comm {
         NCCL_CHECK(ncclAllReduce(x.data(), x.data(), (size_t)x.numel(), t, op == ReduceOp::sum ? ncclSum : ncclMax,
                                  st_->comm, st_->stream));
         record(CommOp::all_reduce, (double)x.nbytes());
-        return handle(st_->issued({x}));
+        return handle(st_->issued(CommOp::all_reduce, {x}));
     }
 
     CommHandle reduce_scatter_async(const Tensor& in, Tensor& out) override {
@@ -253,7 +297,7 @@ class NcclComm : public Comm {
             NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), (size_t)(M / size_), t, ncclSum, st_->comm,
                                          st_->stream));
             record(CommOp::reduce_scatter, (double)in.nbytes());
-            return handle(st_->issued({in, out}));
+            return handle(st_->issued(CommOp::reduce_scatter, {in, out}));
         }
         // every part padded to P elements; in place: this rank's padded part is where NCCL leaves the sum
         const int64_t P = M / size_ + 1;
@@ -263,7 +307,7 @@ class NcclComm : public Comm {
         NCCL_CHECK(ncclReduceScatter(padded.data(), mine.data(), (size_t)P, t, ncclSum, st_->comm, st_->stream));
         copy_part(out, mine.flat(0, out.numel()));
         record(CommOp::reduce_scatter, (double)in.nbytes());
-        return handle(st_->issued({in, out, padded}));
+        return handle(st_->issued(CommOp::reduce_scatter, {in, out, padded}));
     }
 
     CommHandle all_gather_async(const Tensor& in, Tensor& out) override {
@@ -274,7 +318,7 @@ class NcclComm : public Comm {
         if (M % size_ == 0) {
             NCCL_CHECK(ncclAllGather(in.data(), out.data(), (size_t)(M / size_), t, st_->comm, st_->stream));
             record(CommOp::all_gather, (double)out.nbytes());
-            return handle(st_->issued({in, out}));
+            return handle(st_->issued(CommOp::all_gather, {in, out}));
         }
         const int64_t P = M / size_ + 1;
         Tensor padded = Tensor::empty({size_ * P}, in.dtype, Device::cuda, Tag::comm);  // (K·P,)
@@ -286,7 +330,7 @@ class NcclComm : public Comm {
             copy_part(dst, padded.flat(r * P, dst.numel()));
         }
         record(CommOp::all_gather, (double)out.nbytes());
-        return handle(st_->issued({in, out, padded}));
+        return handle(st_->issued(CommOp::all_gather, {in, out, padded}));
     }
 
     CommHandle broadcast_async(Tensor& x, int root) override {
@@ -296,7 +340,7 @@ class NcclComm : public Comm {
         begin();
         NCCL_CHECK(ncclBroadcast(x.data(), x.data(), (size_t)x.numel(), t, root, st_->comm, st_->stream));
         record(CommOp::broadcast, (double)x.nbytes());
-        return handle(st_->issued({x}));
+        return handle(st_->issued(CommOp::broadcast, {x}));
     }
 
     // tag: NCCL has none, messages between two ranks match in posting order (see the header)
@@ -332,7 +376,7 @@ class NcclComm : public Comm {
         NCCL_CHECK(ncclGroupEnd());
         // counted as what really leaves this rank; for equal chunks that is (K-1)/K·M, the ring figure
         count(CommOp::all_to_all, sent);
-        return handle(st_->issued({in, out}));
+        return handle(st_->issued(CommOp::all_to_all, {in, out}));
     }
 
     // An all-reduce of one float that every rank must join, then the host waits for it.
@@ -340,7 +384,7 @@ class NcclComm : public Comm {
         st_->flush();
         NCCL_CHECK(ncclAllReduce(st_->scratch.data(), st_->scratch.data(), 1, ncclFloat32, ncclSum, st_->comm,
                                  st_->stream));
-        st_->sync();
+        st_->sync(CommOp::barrier);
         record(CommOp::barrier, 0.0);
     }
 
@@ -352,7 +396,7 @@ class NcclComm : public Comm {
                                  st_->stream));
         double r = 0;
         CUDA_CHECK(cudaMemcpyAsync(&r, d, sizeof r, cudaMemcpyDeviceToHost, st_->stream));
-        st_->sync();
+        st_->sync(CommOp::all_reduce);
         return r;
     }
 
@@ -449,7 +493,7 @@ class NcclComm : public Comm {
         Tensor part = all.flat(rank_ * n, n);
         CUDA_CHECK(cudaMemcpyAsync(part.data(), mine.data(), part.nbytes(), cudaMemcpyHostToDevice, st_->stream));
         NCCL_CHECK(ncclAllGather(part.data(), all.data(), (size_t)n, ncclInt32, st_->comm, st_->stream));
-        st_->sync();
+        st_->sync(CommOp::all_gather);
         return all.to_host_i32();
     }
 #endif

@@ -30,8 +30,18 @@ void select_device(int local_rank) {
 void* device_malloc(size_t bytes) {
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError();  // not sticky: clear it, the allocator reports what it was allocating
+        return nullptr;
+    }
     CHECK(err == cudaSuccess, "cudaMalloc of %zu bytes: %s", bytes, cudaGetErrorString(err));
     return p;
+}
+
+int64_t device_total_memory() {
+    size_t free_bytes = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+    return (int64_t)total;
 }
 
 void device_free(void* p) {

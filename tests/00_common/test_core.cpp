@@ -1,6 +1,6 @@
 // test_core.cpp — tests of the common core: dtype conversions (bf16, f16, OCP fp8 e4m3/e5m2) against known
-// bit patterns, the Philox RNG against its published test vectors, errors, Tensor views and the tagged
-// allocator's byte accounting.
+// bit patterns, the Philox RNG against its published test vectors, errors, Tensor views, the tagged
+// allocator's byte accounting and its out-of-memory message, and the watchdog's wait (watchdog.hpp).
 //
 // Playbook: "Mixed precision training" (number formats) and "Memory usage in Transformers" (counting bytes).
 //   make test CH=00        or   build/bin/tests_00 -ts='ch00 np1'
@@ -18,6 +18,7 @@ static void library_check_positive(int v) { CHECK(v > 0, "v = %d must be positiv
 #include <ios>
 #include <limits>
 
+#include "../../common/watchdog.hpp"
 #include "../testing.hpp"
 
 using namespace penta;
@@ -425,6 +426,27 @@ TEST_CASE("from_host / to_host round-trip low-precision dtypes") {
 
     Tensor h = Tensor::from_host(vals, {8}, Device::cpu, Tag::workspace, DType::f16);
     CHECK(h.to_host() == expect([](float v) { return f16_to_f32(f32_to_f16(v)); }));
+}
+
+TEST_CASE("an allocation the machine cannot hold names its tag, its size and the flags that set it") {
+    const int64_t before = mem_stats(Device::cpu).total_current;
+    const std::string e = testing::error_of([] { Tensor::empty({int64_t(1) << 48}, DType::f32, Device::cpu, Tag::activations); });
+    CHECK(testing::contains(e, "out of host memory allocating 1125899906842624 bytes (1048576.00 GiB) for activations"));
+    CHECK(testing::contains(e, "--micro-batch × --seq"));
+    CHECK(mem_stats(Device::cpu).total_current == before);  // nothing counted for the failed buffer
+}
+
+TEST_CASE("watchdog: a wait that ends before the deadline returns and counts its time") {
+    const double timeout = comm_timeout(), blocked = comm_blocked_seconds();
+    set_comm_timeout(60);
+    int polls = 0;
+    wait_until([&] { return ++polls == 1000; }, [] { return std::string("a test wait"); });
+    CHECK(polls == 1000);
+    CHECK(comm_blocked_seconds() >= blocked);
+    wait_until([] { return true; }, [] { return std::string("done at once"); });  // no clock read, no time
+    set_comm_timeout(timeout);
+    CHECK(group_members_str({0, 1, 2, 3}) == "4 ranks: world ranks 0 1 2 3");
+    CHECK(group_members_str({5}) == "1 rank: world rank 5");
 }
 
 }  // TEST_SUITE

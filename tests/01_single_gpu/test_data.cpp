@@ -178,13 +178,15 @@ TEST_CASE("llm.c shard round trip, across files, and its errors") {
     }
     CHECK(crossed);  // some window spans both files
 
-    // tokens 1000..1049 and 2000..2029 against a vocabulary of 1010: every window holds a token >= 1010
-    std::string e = error_of([&] {
-        std::vector<int32_t> tok(T), tgt(T);
-        auto small = make_dataset("llmc:" + tmp.path("shard_*.bin"), 3, 1010);
-        for (int64_t id = 0; id < 10; id++) small->get(id, T, tok.data(), tgt.data());
-    });
-    CHECK(contains(e, ">= the vocabulary size 1010"));
+    // tokens 1000..1049 and 2000..2029 against a vocabulary of 1010: refused when the shards are opened,
+    // naming the first bad token (1010, index 10 of the first shard), before any sample is read
+    std::string e = error_of([&] { make_dataset("llmc:" + tmp.path("shard_*.bin"), 3, 1010); });
+    CHECK(contains(e, "shard_000.bin': token 1010 at index 10 (of 50)"));
+    CHECK(contains(e, ">= the model's vocabulary size 1010"));
+    // only the second shard is bad: still found at open
+    e = error_of([&] { make_dataset("llmc:" + tmp.path("shard_*.bin"), 3, 2000); });
+    CHECK(contains(e, "shard_001.bin': token 2000 at index 0 (of 30)"));
+    CHECK(make_dataset("llmc:" + tmp.path("shard_*.bin"), 3, 2030)->vocab_size() == 2030);  // every id fits
 
     std::vector<int32_t> bad(256, 0);
     bad[0] = 12345;
@@ -242,6 +244,11 @@ TEST_CASE("raw uint16 and text datasets, and the --data factory's errors") {
     CHECK(contains(e, "accepted: addition"));
     CHECK(contains(error_of([&] { make_dataset("addition", 0, 100); }), "vocabulary 100"));
     CHECK(contains(error_of([&] { make_dataset("text:" + tmp.path("nope.txt"), 0, 0); }), "nope.txt"));
+    // a directory is named as one (mmap would only say "No such device")
+    e = error_of([&] { make_dataset("text:" + tmp.path(""), 0, 0); });
+    CHECK(contains(e, "is a directory, not a regular file"));
+    e = error_of([&] { make_dataset("raw:" + tmp.path("tokens.bin") + "," + tmp.path(""), 0, 0); });
+    CHECK(contains(e, "is a directory"));
 }
 
 }  // TEST_SUITE

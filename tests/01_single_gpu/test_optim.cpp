@@ -168,6 +168,51 @@ TEST_CASE("LR schedule: linear warmup from 0, cosine to min_lr") {
     CHECK_THROWS_AS(LRSchedule({1e-3f, 0.0f, 100, 100}).at(1), Error);
 }
 
+TEST_CASE("AdamW: the first non-finite gradient, named by its range, also in a shard") {
+    const int64_t n = 12;
+    std::vector<float> gv(n, 1.0f);
+    gv[9] = INFINITY;
+    gv[10] = NAN;
+    Tensor p = random_tensor({n}, 1), g = Tensor::from_host(gv, {n}, Device::cpu);
+    std::vector<ParamRange> full = {{0, 4, true, true, "a"}, {4, 8, true, true, "b"}};
+    AdamW opt(p, g, full, AdamWConfig{});
+    AdamW::NonFinite bad = opt.first_non_finite_grad();
+    CHECK(bad.found);
+    CHECK(bad.name == "b");
+    CHECK(bad.element == 5);  // element 9 of the buffer is element 5 of b
+    CHECK(std::isinf(bad.value));
+    // a shard [6, 12) of the buffer: b's elements 2..7, named as elements of b
+    std::vector<ParamRange> shard = ranges_in_shard(full, 6, 6);
+    REQUIRE(shard.size() == 1);
+    CHECK(shard[0].name == "b");
+    CHECK(shard[0].name_offset == 2);
+    AdamW part(p.flat(6, 6), g.flat(6, 6), shard, AdamWConfig{});
+    CHECK(part.first_non_finite_grad().element == 5);
+    gv[9] = gv[10] = 0.5f;
+    AdamW fine(p, Tensor::from_host(gv, {n}, Device::cpu), full, AdamWConfig{});
+    CHECK(!fine.first_non_finite_grad().found);
+}
+
+// The values the train loop uses (it asks for steps 1 ... total), pinned: with warmup W step k <= W gets
+// max·k/W and the cosine starts at the peak on step W (chapter 01's trajectory depends on these exact
+// values); without warmup step 1 is the peak (it used to be a step past it, so max_lr was never used).
+TEST_CASE("LR schedule: the values of steps 1 ... total with warmup 0 and warmup > 0") {
+    const float mx = 2e-3f, mn = 1e-3f;
+    auto cosine = [&](double progress) { return (float)(mn + 0.5 * (mx - mn) * (1.0 + std::cos(M_PI * progress))); };
+    LRSchedule w0{mx, mn, 0, 5};
+    const float want0[5] = {mx, cosine(0.25), cosine(0.5), cosine(0.75), mn};
+    for (int k = 1; k <= 5; k++) CHECK(w0.at(k) == want0[k - 1]);
+    CHECK(w0.at(1) == mx);  // the peak, exactly
+    LRSchedule w4{mx, mn, 4, 10};
+    const float want4[10] = {mx * 1 / 4, mx * 2 / 4, mx * 3 / 4, cosine(0), cosine(1.0 / 6), cosine(2.0 / 6),
+                             cosine(3.0 / 6), cosine(4.0 / 6), cosine(5.0 / 6), mn};
+    for (int k = 1; k <= 10; k++) CHECK(w4.at(k) == want4[k - 1]);
+    CHECK(w4.at(4) == mx);  // the peak when warmup ends
+    CHECK(w4.at(11) == mn);
+    // one step without warmup: at the peak; the train loop's clamp (warmup <= steps - 1) keeps total > warmup
+    CHECK(LRSchedule({mx, mn, 0, 1}).at(1) == mx);
+}
+
 TEST_CASE("model FLOPs per token, GPU peak table, units") {
     // 6N + 12 L h T: N = 1e6, L = 4, h = 256, T = 128
     CHECK(model_flops_per_token(1000000, 4, 256, 128) == doctest::Approx(6e6 + 12.0 * 4 * 256 * 128));

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# bad_inputs_test.sh — every bad flag value and bad file must end chapter 01's program with an error that
+# names it, fast, before any work: never a crash, a hang, a wrapped size or a bare std::bad_alloc.
+#
+# One row per command line: the arguments, then the text the output must contain (tests/expect_fail.sh:
+# exit non-zero, not by a signal, within 10 s). The rows cover the edge values of every flag (zero,
+# negative, inf, nan, out of range, not a number), the products of sizes that overflow or exceed their
+# limits (common/config.cpp), the memory a run cannot have (train_loop.cpp), and bad models and data
+# files: missing, a directory, not JSON, a bad llm.c header, token ids beyond the vocabulary. Chapter 02's
+# and later chapters' tables hold the multi-rank rows. Prints "N passed, N failed, N skipped"; `make test
+# CH=01` runs it.
+#   bash tests/01_single_gpu/bad_inputs_test.sh        (BIN: the programs' folder, default build/bin)
+set -uo pipefail
+source "$(dirname "$0")/../expect_fail.sh"
+
+# files the rows read: llm.c shards (header: magic, version, token count; then uint16 tokens) and configs
+python3 - "$TMP" <<'EOF'
+import json, struct, sys
+d = sys.argv[1]
+def shard(name, tokens, count=None, magic=20240520, version=1):
+    header = [magic, version, len(tokens) if count is None else count] + [0] * 253
+    with open(f"{d}/{name}", "wb") as f:
+        f.write(struct.pack("<256i", *header) + struct.pack(f"<{len(tokens)}H", *tokens))
+shard("oov.bin", [i % 64 for i in range(5000)] + [64] + [1] * 100)  # token 64 at index 5000: tiny's vocab is 64
+shard("magic.bin", [1] * 100, magic=12345)
+shard("version.bin", [1] * 100, version=2)
+shard("count.bin", [1] * 100, count=1000)
+shard("short.bin", [1] * 10)
+open(f"{d}/odd.bin", "wb").write(b"\0" * 101)
+open(f"{d}/notjson.json", "w").write("{ hidden_size: 32 ")
+base = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "intermediate_size": 64, "vocab_size": 300, "max_position_embeddings": 64}
+json.dump({k: v for k, v in base.items() if k != "vocab_size"}, open(f"{d}/novocab.json", "w"))
+json.dump(dict(base, hidden_size=30), open(f"{d}/heads.json", "w"))
+json.dump(dict(base, vocab_size=-5), open(f"{d}/negvocab.json", "w"))
+json.dump(dict(base, hidden_size=2**40), open(f"{d}/huge.json", "w"))
+json.dump(dict(base, hidden_size=8192, intermediate_size=65536, num_hidden_layers=200), open(f"{d}/big.json", "w"))
+EOF
+mkdir -p "$TMP/dir.json"
+
+expect_table 10 "$BIN/01_single_gpu" <<'EOF'
+# sizes: products that overflow int64 or exceed their limit, and memory the machine does not have
+--micro-batch 2305843009213693952 --seq 8 | --micro-batch 2305843009213693952 × --seq 8 (the tokens of one micro-batch) overflows
+--grad-accum 1152921504606846976          | --micro-batch 16 × --grad-accum 1152921504606846976 (the sequences of one rank's step) overflows
+--micro-batch 1 --grad-accum 4611686018427387904 --seq 4 | --seq 4 (the tokens of one rank's step) overflows
+--micro-batch 1000000000                  | --micro-batch 1000000000 × --seq 32 (the tokens of one micro-batch) = 32000000000 is too large
+--seq 9223372036854775807                 | --seq 9223372036854775807 (the tokens of one micro-batch) overflows
+--steps 100000000000                      | --steps 100000000000 × (--micro-batch × --grad-accum × --dp) 16 (the sample ids
+--micro-batch 10000000                    | --micro-batch 10000000 × --seq 32: one rank needs at least && host memory it has
+--micro-batch 40000 --seq 256             | one rank needs at least && lower --micro-batch or --seq
+# each integer flag's edge values
+--micro-batch 0                           | --micro-batch 0 must be >= 1
+--micro-batch -3                          | --micro-batch -3 must be >= 1
+--grad-accum 0                            | --grad-accum 0 must be >= 1
+--seq 1                                   | --seq 1 must be >= 2
+--seq 257                                 | --seq 257 must be <= the model's max_seq 256
+--steps 0                                 | --steps 0 must be >= 1
+--steps 99999999999999999999              | --steps 99999999999999999999 is out of the range of a 64-bit integer
+--steps 1.5                               | --steps 1.5 must be an integer
+--steps ten                               | --steps ten must be an integer
+--steps                                   | --steps needs a value
+--warmup -1                               | --warmup -1 must be >= 0
+--log-every 0                             | --log-every 0 must be >= 1
+--eval-every -1                           | --eval-every -1 must be >= 0
+--inject-nan -1                           | --inject-nan -1 must be a step of the run
+--inject-nan 6 --steps 5                  | --inject-nan 6 must be a step of the run, 1 ... --steps 5
+--seed 1e3                                | --seed 1e3 must be an integer
+# each float flag's edge values: inf and nan by name, the ranges, out of float range
+--lr inf                                  | --lr inf must be a finite number > 0
+--lr nan                                  | --lr nan must be a finite number > 0
+--lr 0                                    | --lr 0 must be a finite number > 0
+--lr -0.001                               | --lr -0.001 must be a finite number > 0
+--lr 1e50                                 | --lr 1e50 is out of the range of a float
+--lr fast                                 | --lr fast must be a number
+--min-lr 1                                | --min-lr 1 must be in [0, --lr 0.002]
+--min-lr -inf                             | --min-lr -inf must be in [0, --lr
+--weight-decay inf                        | --weight-decay inf must be a finite number >= 0
+--weight-decay -0.1                       | --weight-decay -0.1 must be a finite number >= 0
+--lr 0.5 --min-lr 0 --weight-decay 2      | --lr 0.5 × --weight-decay 2 = 1 must be < 1
+--beta1 1                                 | --beta1 1 must be in [0, 1)
+--beta1 -0.5                              | --beta1 -0.5 must be in [0, 1)
+--beta2 nan                               | --beta2 nan must be in [0, 1)
+--grad-clip inf                           | --grad-clip inf must be a finite number >= 0
+--grad-clip -1                            | --grad-clip -1 must be a finite number >= 0
+# words, unknown flags, flags of other chapters
+--device tpu                              | --device tpu must be auto, cpu or cuda
+--recompute most                          | --recompute most must be none, selective or full
+--attention fast                          | --attention fast must be naive or flash
+--bogus 1                                 | unknown flag --bogus
+--dp 2                                    | unknown flag --dp
+stray                                     | unexpected argument 'stray'
+# models: unknown, missing, a directory, not JSON, incomplete, inconsistent, too big to exist or to fit
+--model gpt5                              | unknown model preset 'gpt5' (valid: tiny, small
+--model $TMP/none.json                    | cannot open Hugging Face config '$TMP/none.json': No such file
+--model $TMP/dir.json                     | Hugging Face config '$TMP/dir.json' is a directory
+--model $TMP/notjson.json                 | notjson.json: not valid JSON
+--model $TMP/novocab.json                 | novocab.json: missing key "vocab_size"
+--model $TMP/heads.json                   | hidden 30 must be a multiple of n_heads 4
+--model $TMP/negvocab.json                | vocab -5 must be positive
+--model $TMP/huge.json                    | hidden 1099511627776 must be <= 2147483647
+--model $TMP/big.json                     | one rank needs at least && a smaller --model
+# data: not a dataset, no file, a directory, bad shards, token ids beyond the vocabulary, too short
+--data nosuch                             | --data 'nosuch' is not a dataset (accepted: addition
+--data llmc:                              | --data 'llmc:' is not a dataset
+--data llmc:$TMP/none_*.bin               | no file '$TMP/none_*.bin'
+--data text:$TMP                          | data file '$TMP' is a directory, not a regular file
+--data raw:$TMP/odd.bin --model tiny      | odd.bin': 101 bytes is not a whole number of uint16 tokens
+--data llmc:$TMP/magic.bin --model tiny   | magic.bin': magic 12345 is not the llm.c shard magic
+--data llmc:$TMP/version.bin --model tiny | version.bin': llm.c shard version 2
+--data llmc:$TMP/count.bin --model tiny   | count.bin': header says 1000 tokens
+--data llmc:$TMP/oov.bin --model tiny     | oov.bin': token 64 at index 5000 (of 5101) is >= the model's vocabulary size 64
+--data llmc:$TMP/short.bin --model tiny --seq 16 | short.bin' holds 10 tokens; a sample of sequence length 16 needs T+1 = 17
+--data addition --model tiny              | --data addition uses the byte tokenizer (vocabulary 256), larger than the model's vocabulary 64
+# output paths
+--log-jsonl $TMP/no/such/dir/log.jsonl --steps 1 | --log-jsonl $TMP/no/such/dir/log.jsonl: cannot open for writing
+--dump-reference $TMP/no/such/dir         | --dump-reference $TMP/no/such/dir: cannot create the directory
+EOF
+expect_summary
