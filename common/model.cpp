@@ -3,13 +3,12 @@
 // Read block_forward, block_backward_input and block_backward_weight side by side: every saved tensor of
 // LayerActs is written in the first and read in one of the others, and the tensor-parallel boundaries
 // (tp_->enter_* / exit_*), the attention and MLP cores, the parameter provider and the gradient sink are
-// the only places where a parallel layout changes anything.
+// the only places where a parallel layout changes anything. Construction and the walk over the units are
+// in model_units.cpp.
 // Playbook: "First steps: training on one GPU" (activation recomputation: Recompute::selective drops the
 // attention probabilities, Recompute::full keeps only the block inputs and reruns each block's forward
 // inside backward), "Pipeline parallelism" (backward as B + W). Test: `make test CH=01`.
 #include "model.hpp"
-
-#include <algorithm>
 
 #include "ops.hpp"
 
@@ -20,121 +19,6 @@ namespace {
 Tensor make(const Shape& shape, DType dtype, Device dev, Tag tag) { return Tensor::empty(shape, dtype, dev, tag); }
 
 }  // namespace
-
-Model::Model(const LlamaConfig& cfg, Device device, uint64_t seed, const ModelOptions& opt)
-    : cfg_(cfg), opt_(opt), device_(device), seed_(seed) {
-    opt_.precision.validate();
-    attn_ = opt.attention_core ? opt.attention_core : std::make_shared<LocalAttention>(opt.attention);
-    mlp_ = opt.mlp_core ? opt.mlp_core : std::make_shared<DenseSwiGLU>();
-    layout_ = ParamLayout::build(cfg, opt.layout(), attn_.get(), mlp_.get());
-    if (opt.resident_params) {
-        params_ = Tensor::empty({layout_.numel}, opt_.precision.param, device_, Tag::params);
-        init_params(layout_, seed, params_);
-    }
-    if (opt.resident_grads) grads_ = Tensor::zeros({layout_.numel}, opt_.precision.grad, device_, Tag::grads);
-    default_tp_ = std::make_unique<IdentityBoundary>();
-    default_params_ = std::make_unique<ResidentParams>(layout_, params_);
-    default_sink_ = std::make_unique<ResidentGrads>(layout_, grads_);
-    default_loss_ = std::make_unique<LocalCrossEntropy>();
-    tp_ = default_tp_.get();
-    params_src_ = default_params_.get();
-    sink_ = default_sink_.get();
-    loss_ = default_loss_.get();
-
-    // the order each pass acquires units in, so a provider that gathers knows what comes next: forward
-    // walks embedding, layers, head; the input-gradient pass walks head, layers down (the embedding's
-    // backward reads no weights). A layer's own unit comes before any unit a core added for it.
-    const PipelineSlice& s = layout_.slice;
-    std::vector<int> fwd, bwd;
-    if (s.has_embedding) fwd.push_back(layout_.embedding_unit());
-    for (int64_t i = s.layer_begin; i < s.layer_end; i++)
-        for (int u : held_units(i)) fwd.push_back(u);
-    if (s.has_head) {
-        fwd.push_back(layout_.head_unit());
-        bwd.push_back(layout_.head_unit());
-    }
-    for (int64_t i = s.layer_end - 1; i >= s.layer_begin; i--)
-        for (int u : held_units(i)) bwd.push_back(u);
-    next_forward_.assign(layout_.units.size(), -1);
-    next_backward_.assign(layout_.units.size(), -1);
-    for (size_t k = 0; k + 1 < fwd.size(); k++) next_forward_[fwd[k]] = fwd[k + 1];
-    for (size_t k = 0; k + 1 < bwd.size(); k++) next_backward_[bwd[k]] = bwd[k + 1];
-}
-
-void Model::zero_grads() {
-    if (grads_.defined()) fill(grads_, 0.0f);  // else the gradient sink owns (and zeroes) them
-}
-
-void Model::set_boundary(TensorParallelBoundary* b) {
-    CHECK(!b || !b->splits_tokens() || opt_.sequence_parallel,
-          "a boundary that splits the tokens (sequence parallelism) needs a model built with "
-          "ModelOptions::sequence_parallel, so the norms' gradients are summed over tp");
-    tp_ = b ? b : default_tp_.get();
-}
-
-void Model::remove_observer(ModelObserver* o) {
-    observers_.erase(std::remove(observers_.begin(), observers_.end(), o), observers_.end());
-}
-
-void Model::notify(int unit, Pass pass, bool begin) {
-    for (ModelObserver* o : observers_) begin ? o->unit_begin(unit, pass) : o->unit_end(unit, pass);
-}
-
-Tensor Model::acquire(int unit, int next) {
-    Tensor p = params_src_->acquire(unit, next);
-    if (p.dtype == opt_.precision.act) return p;
-    // weights stored in another dtype than the compute's (bf16 weights, f32 matmuls): a transient copy
-    Tensor c = make({p.numel()}, opt_.precision.act, device_, Tag::workspace);
-    convert(c, p);
-    return c;
-}
-
-std::vector<int> Model::held_units(int64_t layer) const {
-    std::vector<int> held;  // a core may declare a unit with no tensor on this rank (a MoE rank without experts)
-    for (int u : layout_.layer_units[layer])
-        if (layout_.units[u].numel > 0) held.push_back(u);
-    return held;
-}
-
-LayerParams Model::layer_params(int64_t layer, Pass pass) {
-    LayerParams w(layout_, layer);
-    for (int u : held_units(layer)) w.add_unit(u, acquire(u, pass));
-    return w;
-}
-
-LayerParams Model::layer_grads(int64_t layer) {
-    LayerParams g(layout_, layer);
-    for (int u : held_units(layer)) g.add_unit(u, sink_->grads(u));
-    return g;
-}
-
-void Model::release_layer(int64_t layer) {
-    for (int u : held_units(layer)) release(u);
-}
-
-void Model::grads_ready(int64_t layer) {
-    for (int u : held_units(layer)) sink_->layer_grads_ready(u);
-}
-
-Tensor Model::tensor_in(const Tensor& unit_flat, int unit, const std::string& role) const {
-    const int t = layout_.find_in_unit(unit, role);
-    CHECK(t >= 0, "unit %s has no tensor %s", layout_.units[unit].name.c_str(), role.c_str());
-    const ParamTensor& p = layout_.tensors[t];
-    return unit_flat.flat(p.offset - layout_.units[unit].offset, p.numel()).view(p.shape);
-}
-
-bool Model::reads_embedding_in_head() const {
-    return cfg_.tied_embeddings && layout_.slice.has_embedding && layout_.slice.has_head;
-}
-
-// untied: the head's own (V, h) matrix; tied: the embedding table, or its replica when the embedding
-// lives on another pipeline stage
-Tensor Model::lm_head_weight(const Tensor& head_flat, const Tensor& embedding_flat) const {
-    const int head = layout_.head_unit();
-    if (!cfg_.tied_embeddings) return tensor_in(head_flat, head, "lm_head.weight");
-    if (!reads_embedding_in_head()) return tensor_in(head_flat, head, "model.embed_tokens.weight");
-    return tensor_in(embedding_flat, layout_.embedding_unit(), "model.embed_tokens.weight");
-}
 
 void Model::norm_weight_grad(const ParamTensor& t, Tensor dw, const Tensor& dy, const Tensor& x, const Tensor& rstd) {
     Tensor no_dx, no_w;
