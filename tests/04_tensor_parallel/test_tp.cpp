@@ -1,8 +1,9 @@
 // test_tp.cpp — chapter 04, tensor parallelism: every sharded piece (column/row linears, head-split
 // attention, vocab-parallel embedding and cross-entropy) against the unsharded computation, forward and
-// backward; N training steps of tp 2, tp 4 and tp 2 × dp 2 (DP and ZeRO-1) against one rank (losses,
-// grad norms, gathered weights, rtol 1e-5), vocabularies tp does not divide, the counted bytes per layer
-// against 8(t-1)/t·s·b·h, and the layouts that must be refused. The helpers are tp_testing.hpp's.
+// backward; N training steps of tp 2, tp 4 and tp 2 × dp 2 (DP and ZeRO-1/2/3) against one rank (losses,
+// grad norms, gathered weights, rtol 1e-5; model state per rank = the ZeRO formula of the tp shard; one
+// grad-norm all-reduce per step), vocabularies tp does not divide, the counted bytes per layer against
+// 8(t-1)/t·s·b·h, and the layouts that must be refused. The helpers are tp_testing.hpp's.
 // Playbook: "Tensor parallelism". Run: `make test CH=04`, or
 //   mpirun --allow-run-as-root --oversubscribe -np 2 build/bin/tests_04 -ts='ch04 np2'
 #include <algorithm>

@@ -1,6 +1,6 @@
 // tp_testing.hpp — what the tensor- and sequence-parallel tests share (tests/04_tensor_parallel/test_tp.cpp,
 // tests/05_sequence_parallel/test_sp.cpp; implemented in tp_testing.cpp): small models whose heads every tp
-// divides, a random-token dataset, a runner that trains N steps in any dp × tp (× sp, ZeRO-1) layout with the
+// divides, a random-token dataset, a runner that trains N steps in any dp × tp (× sp, ZeRO-0..3) layout with the
 // programs' own optimizer setup and returns the losses, grad norms, gathered weights and per-layer traffic,
 // and the check of such a run against the single-rank run of the same steps (ARCHITECTURE.md §6).
 // A chapter-04 helper: it includes no later chapter, so SP's pieces come in as SpParts from chapter 05's tests.

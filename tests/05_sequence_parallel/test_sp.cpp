@@ -1,8 +1,8 @@
 // test_sp.cpp — chapter 05, sequence parallelism: the SP boundary around column/row linears and the
 // vocab-parallel embedding against the unsharded computation; a model step; N training steps of tp 2 and
-// tp 4 with SP, and tp 2 × dp 2 with ZeRO-1 and SP, against one rank; the bytes per layer (the same
-// 8(t-1)/t·s·b·h as TP); the norm / residual regions' activation bytes exactly 1/t of TP's; the error
-// when the tokens do not split evenly.
+// tp 4 with SP, and tp 2 × dp 2 with SP over DP, ZeRO-1 and ZeRO-3, against one rank; the bytes per layer
+// (the same 8(t-1)/t·s·b·h as TP); the norm / residual regions' activation bytes exactly 1/t of TP's; the
+// errors when the tokens do not split evenly and when the model was not laid out for SP.
 // The helpers are tp_testing.hpp's, with SP's pieces from sp_testing.hpp (sp_parts()).
 // Playbook: "Sequence parallelism". Run: `make test CH=05`, or
 //   mpirun --allow-run-as-root --oversubscribe -np 2 build/bin/tests_05 -ts='ch05 np2'
