@@ -13,6 +13,7 @@
 #   EOF
 #   expect_ok "the same without the fault" 30 "" "$BIN/01_single_gpu" --steps 2   # a control run: exit 0
 #   expect_summary                                     # "N passed, N failed, 0 skipped"; the exit status
+#   expect_needs_mpi "bad inputs test (chapter 03)"    # a multi-rank script in an MPI=0 build: skipped
 #
 # In a table, ARGS are split into words by the shell with $TMP and $BIN expanded (so quote nothing but
 # with '...'), and $TMP and $BIN in EXPECTED are replaced by their values; blank lines and lines starting
@@ -27,6 +28,14 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 expect_passed=0 expect_failed=0
 expect_name=$(basename "$0" .sh)
+
+# expect_needs_mpi WHAT: an MPI=0 build has no job of several ranks: say so, count one skip, exit
+expect_needs_mpi() {
+    [ "${MPI:-1}" != 0 ] && return
+    echo "$1: skipped (MPI=0 build: no job of several ranks)"
+    echo "0 passed, 0 failed, 1 skipped"
+    exit 0
+}
 
 # expect_fail LABEL LIMIT_S EXPECTED COMMAND...
 expect_fail() {

@@ -13,11 +13,7 @@
 #   bash tests/02_data_parallel/watchdog_test.sh     (BIN: the programs' folder; MPIRUN: as make sets it)
 set -uo pipefail
 source "$(dirname "$0")/../expect_fail.sh"
-if [ "${MPI:-1}" = 0 ]; then
-    echo "watchdog test: skipped (MPI=0 build: a single rank waits for nobody)"
-    echo "0 passed, 0 failed, 1 skipped"
-    exit 0
-fi
+expect_needs_mpi "watchdog test"
 head -c 4096 /dev/zero >"$TMP/zeros.bin"
 run=($MPIRUN -np 4 "$BIN/02_data_parallel" --dp 4 --model tiny --data "raw:$TMP/zeros.bin" --seq 16 --micro-batch 2
      --warmup 1 --eval-every 0 --log-every 4)

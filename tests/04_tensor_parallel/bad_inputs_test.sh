@@ -7,11 +7,7 @@
 #   bash tests/04_tensor_parallel/bad_inputs_test.sh     (BIN: the programs' folder; MPIRUN: as make sets it)
 set -uo pipefail
 source "$(dirname "$0")/../expect_fail.sh"
-if [ "${MPI:-1}" = 0 ]; then
-    echo "bad inputs test (chapter 04): skipped (MPI=0 build: no job of several ranks)"
-    echo "0 passed, 0 failed, 1 skipped"
-    exit 0
-fi
+expect_needs_mpi "bad inputs test (chapter 04)"
 head -c 4096 /dev/zero >"$TMP/zeros.bin"
 
 EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 2 "$BIN/04_tensor_parallel" <<'EOF'
