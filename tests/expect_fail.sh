@@ -37,6 +37,28 @@ expect_needs_mpi() {
     exit 0
 }
 
+# expect_missing OUTPUT EXPECTED: the first part of "TEXT && TEXT ..." not in OUTPUT, as a reason; nothing
+# when every part is there
+expect_missing() {
+    local part
+    while IFS= read -r part; do
+        part=$(sed -E 's/^[[:space:]]+//; s/[[:space:]]+$//' <<<"$part")
+        [ -n "$part" ] && ! grep -qF -- "$part" <<<"$1" && { echo "no '$part' in the output"; return; }
+    done < <(sed 's/ && /\n/g' <<<"$2")
+}
+
+# expect_verdict LABEL WHY DETAIL OUTPUT: PASS when WHY is empty, else FAIL with OUTPUT's last lines; counted
+expect_verdict() {
+    if [ -z "$2" ]; then
+        expect_passed=$((expect_passed + 1))
+        echo "$expect_name: PASS: $1 ($3)"
+    else
+        expect_failed=$((expect_failed + 1))
+        echo "$expect_name: FAIL: $1: $2 ($3); last lines:"
+        tail -n 8 <<<"$4" | sed 's/^/    /'
+    fi
+}
+
 # expect_fail LABEL LIMIT_S EXPECTED COMMAND...
 expect_fail() {
     local label=$1 limit=$2 want=$3 out rc t0 ms why=""
@@ -49,45 +71,20 @@ expect_fail() {
     elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then why="hung: killed at the ${limit} s limit"
     elif [ "$rc" -gt 128 ]; then why="killed by signal $((rc - 128)) ($(kill -l $((rc - 128)) 2>/dev/null))"
     elif grep -qE 'exited on signal|Segmentation fault|core dumped' <<<"$out"; then why="a rank crashed"
-    else
-        local part
-        while IFS= read -r part; do  # every part of "TEXT && TEXT ..." must be there
-            part=$(sed -E 's/^[[:space:]]+//; s/[[:space:]]+$//' <<<"$part")
-            grep -qF -- "$part" <<<"$out" || { why="no '$part' in the output"; break; }
-        done < <(sed 's/ && /\n/g' <<<"$want")
+    else why=$(expect_missing "$out" "$want")
     fi
-    local took
-    took=$(printf '%d.%d s' $((ms / 1000)) $((ms % 1000 / 100)))
-    if [ -z "$why" ]; then
-        expect_passed=$((expect_passed + 1))
-        echo "$expect_name: PASS: $label (exit $rc, $took)"
-    else
-        expect_failed=$((expect_failed + 1))
-        echo "$expect_name: FAIL: $label: $why (exit $rc, $took); last lines:"
-        tail -n 8 <<<"$out" | sed 's/^/    /'
-    fi
+    expect_verdict "$label" "$why" "$(printf 'exit %d, %d.%d s' "$rc" $((ms / 1000)) $((ms % 1000 / 100)))" "$out"
 }
 
 # expect_ok LABEL LIMIT_S EXPECTED COMMAND...: a control run, which must exit 0 within the limit and print
 # EXPECTED ("" for nothing in particular; "TEXT && TEXT" as above)
 expect_ok() {
-    local label=$1 limit=$2 want=$3 out rc why="" part
+    local label=$1 limit=$2 want=$3 out rc why=""
     shift 3
     out=$(timeout -k 5 "$limit" "$@" </dev/null 2>&1)
     rc=$?
-    [ "$rc" != 0 ] && why="exit $rc"
-    while [ -z "$why" ] && IFS= read -r part; do
-        part=$(sed -E 's/^[[:space:]]+//; s/[[:space:]]+$//' <<<"$part")
-        [ -n "$part" ] && ! grep -qF -- "$part" <<<"$out" && why="no '$part' in the output"
-    done < <(sed 's/ && /\n/g' <<<"$want")
-    if [ -z "$why" ]; then
-        expect_passed=$((expect_passed + 1))
-        echo "$expect_name: PASS: $label (exit 0)"
-    else
-        expect_failed=$((expect_failed + 1))
-        echo "$expect_name: FAIL: $label: $why; last lines:"
-        tail -n 8 <<<"$out" | sed 's/^/    /'
-    fi
+    if [ "$rc" != 0 ]; then why="exit $rc"; else why=$(expect_missing "$out" "$want"); fi
+    expect_verdict "$label" "$why" "exit $rc" "$out"
 }
 
 # expect_table LIMIT_S COMMAND... <<TABLE: one expect_fail per row "ARGS | EXPECTED", ARGS appended to COMMAND.
