@@ -69,6 +69,28 @@ std::vector<float> grads_after_step(Model& m, const Batch& b, int64_t B, int64_t
 
 int64_t activation_bytes_now() { return mem_stats(Device::cpu).current[(int)Tag::activations]; }
 
+// The model whole and as two pipeline stages (embedding + layer 0 | layer 1 + head), seeds alike. run()
+// takes one micro-batch through both stages — the first stage's output is the last's input, the last's
+// input gradient the first's output gradient — and returns the last stage's loss.
+struct TwoStages {
+    static ModelOptions stage(PipelineSlice s) {
+        ModelOptions o;
+        o.slice = s;
+        return o;
+    }
+    explicit TwoStages(const LlamaConfig& cfg)
+        : whole(cfg, Device::cpu, 13), first(cfg, Device::cpu, 13, stage({0, 1, true, false})),
+          last(cfg, Device::cpu, 13, stage({1, 2, false, true})) {}
+    double run(const Batch& b) {
+        first.zero_grads(), last.zero_grads();
+        MicroBatchActs a0 = first.forward(MicroBatch::whole(b.tokens, Tensor(), kB, kT), b.n_targets);
+        MicroBatchActs a1 = last.forward(MicroBatch::whole(Tensor(), b.targets, kB, kT), b.n_targets, a0.output);
+        CHECK(!first.backward(a0, last.backward(a1)).defined());  // the first stage has the embedding
+        return a1.loss;
+    }
+    Model whole, first, last;
+};
+
 }  // namespace
 
 TEST_SUITE("ch01 np1") {
@@ -198,21 +220,12 @@ TEST_CASE("model: on CUDA the same loss and gradients as on the CPU") {
 TEST_CASE("model: two pipeline stages compute the loss and gradients of the whole model") {
     const LlamaConfig cfg = tiny();
     Batch b = make_batch(kB, kT, cfg.vocab, 71);
-    Model whole(cfg, Device::cpu, 13);
-    ModelOptions first, last;
-    first.slice = {0, 1, true, false};
-    last.slice = {1, 2, false, true};
-    Model s0(cfg, Device::cpu, 13, first), s1(cfg, Device::cpu, 13, last);
+    TwoStages m(cfg);
+    Model& whole = m.whole;
     std::vector<float> ref = grads_after_step(whole, b, kB, kT);
-    double ref_loss = whole.forward_loss(b.tokens, b.targets, kB, kT, b.n_targets);
-    s0.zero_grads(), s1.zero_grads();
-    MicroBatchActs a0 = s0.forward(MicroBatch::whole(b.tokens, Tensor(), kB, kT), b.n_targets);
-    MicroBatchActs a1 = s1.forward(MicroBatch::whole(Tensor(), b.targets, kB, kT), b.n_targets, a0.output);
-    CHECK(a1.loss == ref_loss);
-    Tensor dx = s1.backward(a1);
-    CHECK(!s0.backward(a0, dx).defined());
+    CHECK(m.run(b) == whole.forward_loss(b.tokens, b.targets, kB, kT, b.n_targets));
     // every tensor of a stage has the same name, init and gradient as in the whole model
-    for (Model* s : {&s0, &s1}) {
+    for (Model* s : {&m.first, &m.last}) {
         std::vector<float> g = s->grads().to_host(), p = s->params().to_host(), pw = whole.params().to_host();
         for (const ParamTensor& t : s->tensors()) {
             const ParamTensor& w = whole.layout().find(t.name);
@@ -227,11 +240,8 @@ TEST_CASE("model: two pipeline stages compute the loss and gradients of the whol
 TEST_CASE("model: a tied model's last stage holds a replica of the embedding; the two stages' gradients sum to the whole's") {
     const LlamaConfig cfg = tiny(true);
     Batch b = make_batch(kB, kT, cfg.vocab, 72);
-    Model whole(cfg, Device::cpu, 13);
-    ModelOptions first, last;
-    first.slice = {0, 1, true, false};
-    last.slice = {1, 2, false, true};
-    Model s0(cfg, Device::cpu, 13, first), s1(cfg, Device::cpu, 13, last);
+    TwoStages m(cfg);
+    Model &whole = m.whole, &s0 = m.first, &s1 = m.last;
     const std::string emb = "model.embed_tokens.weight";
     const ParamTensor& replica = s1.layout().find(emb);
     CHECK(replica.unit == s1.layout().head_unit());
@@ -242,11 +252,7 @@ TEST_CASE("model: a tied model's last stage holds a replica of the embedding; th
     CHECK(counts_in_grad_norm(s0.layout().find(emb), first_stage));
     CHECK(!counts_in_grad_norm(replica, last_stage));  // counted once, on the first stage
     std::vector<float> ref = grads_after_step(whole, b, kB, kT);
-    s0.zero_grads(), s1.zero_grads();
-    MicroBatchActs a0 = s0.forward(MicroBatch::whole(b.tokens, Tensor(), kB, kT), b.n_targets);
-    MicroBatchActs a1 = s1.forward(MicroBatch::whole(Tensor(), b.targets, kB, kT), b.n_targets, a0.output);
-    CHECK(a1.loss == whole.forward_loss(b.tokens, b.targets, kB, kT, b.n_targets));
-    s0.backward(a0, s1.backward(a1));
+    CHECK(m.run(b) == whole.forward_loss(b.tokens, b.targets, kB, kT, b.n_targets));
     const ParamTensor& e0 = s0.layout().find(emb);
     const ParamTensor& ew = whole.layout().find(emb);
     std::vector<float> g0 = s0.grads().to_host(), g1 = s1.grads().to_host(), p0 = s0.params().to_host(),
