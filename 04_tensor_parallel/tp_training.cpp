@@ -22,18 +22,20 @@ bool parse_tensor_parallel_flags(int argc, char** argv, const char* program, con
     return true;
 }
 
-TensorParallelOptimizer make_tp_optimizer(Model& model, ParallelGrid& grid, int64_t zero, const AdamWConfig& ac) {
+TensorParallelOptimizer make_tp_optimizer(Model& model, ParallelGrid& grid, int64_t zero, const AdamWConfig& ac,
+                                          Comm* data, Axes data_axes) {
+    Comm& group = data ? *data : grid.dp();
     TensorParallelOptimizer o;
     if (zero > 0) {
-        o.zero = std::make_unique<ZeroHooks>(model, grid.dp(), parse_zero_stage(zero), ac, &grid);
+        o.zero = std::make_unique<ZeroHooks>(model, group, parse_zero_stage(zero), ac, &grid, data_axes);
         o.optim = &o.zero->optimizer();
         o.hooks.push_back(o.zero.get());
         return o;
     }
     o.own_optim = make_adamw(model, ac, &grid);
     o.optim = o.own_optim.get();
-    if (grid.dp().size() > 1) {
-        o.dp_hooks = std::make_unique<DataParallelHooks>(model, grid.dp());
+    if (group.size() > 1) {
+        o.dp_hooks = std::make_unique<DataParallelHooks>(model, group);
         o.hooks.push_back(o.dp_hooks.get());
     }
     return o;

@@ -32,7 +32,9 @@ bool parse_tensor_parallel_flags(int argc, char** argv, const char* program, con
 // tests (tests/04_tensor_parallel/tp_testing.cpp, so they train with the programs' own setup): without
 // ZeRO, AdamW over the rank's whole flat buffer with chapter 02's all-reduce over dp (none when dp has one
 // rank); with ZeRO (the model built with zero_model_options(stage)), chapter 03's hooks and their AdamW
-// over this rank's shard. Movable; the pointers stay valid.
+// over this rank's shard. Movable; the pointers stay valid. data: the group the gradients are reduced (and
+// ZeRO sharded) over, spanning the grid axes data_axes — dp by default; chapter 06 passes dp × cp, whose ranks
+// also hold different tokens of the same weights.
 struct TensorParallelOptimizer {
     std::unique_ptr<AdamW> own_optim;           // without ZeRO
     std::unique_ptr<DataParallelHooks> dp_hooks;  // without ZeRO, dp > 1
@@ -40,7 +42,8 @@ struct TensorParallelOptimizer {
     AdamW* optim = nullptr;                      // own_optim, or ZeRO's
     std::vector<StepHooks*> hooks;               // what the trainer runs
 };
-TensorParallelOptimizer make_tp_optimizer(Model& model, ParallelGrid& grid, int64_t zero, const AdamWConfig& ac);
+TensorParallelOptimizer make_tp_optimizer(Model& model, ParallelGrid& grid, int64_t zero, const AdamWConfig& ac,
+                                          Comm* data = nullptr, Axes data_axes = kAxisDP);
 
 class TensorParallelTraining {
    public:

@@ -79,6 +79,13 @@ void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor&
                               const Tensor& out, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv,
                               AttnSpan span = {});
 
+// Context parallelism's merge of two partial attentions of the same queries over DISJOINT key sets:
+//   lse' = logaddexp(lse, lse_part),  out' = exp(lse - lse')·out + exp(lse_part - lse')·out_part
+// (each partial out is already normalised by its own keys' sum, so the weights are the shares of the
+// total sum). In place on out (B, T, nh, hd) and lse (B, nh, T); a row whose lse is -inf (no key seen yet)
+// takes the part as it is, a part whose lse is -inf changes nothing.
+void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_part, const Tensor& lse_part);
+
 // ---- SwiGLU --------------------------------------------------------------------------------------------
 // out = silu(gate) * up ; all (N, f)
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out);

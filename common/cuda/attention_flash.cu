@@ -249,6 +249,22 @@ void allow_shared_memory(Kernel kernel, size_t bytes, const AttnDims& a) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
+// one thread per (b, head, t) row: context parallelism's merge of a partial result (ops.hpp)
+__global__ void merge_kernel(float* out, float* lse, const float* out_part, const float* lse_part, int64_t B,
+                             int64_t T, int64_t nh, int64_t hd) {
+    const int64_t li = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;  // (b, h, t) in lse's order
+    if (li >= B * nh * T) return;
+    const int64_t t = li % T, h = (li / T) % nh, b = li / (T * nh);
+    const float l1 = lse[li], l2 = lse_part[li];
+    if (l2 == -INFINITY) return;
+    const float m = fmaxf(l1, l2), lnew = m + logf(expf(l1 - m) + expf(l2 - m));
+    const float w1 = l1 == -INFINITY ? 0.0f : expf(l1 - lnew), w2 = expf(l2 - lnew);
+    float* row = out + ((b * T + t) * nh + h) * hd;
+    const float* prow = out_part + ((b * T + t) * nh + h) * hd;
+    for (int64_t e = 0; e < hd; e++) row[e] = (w1 == 0.0f ? 0.0f : w1 * row[e]) + w2 * prow[e];
+    lse[li] = lnew;
+}
+
 }  // namespace
 
 void attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
@@ -285,6 +301,14 @@ void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor&
     const dim3 grid_q((unsigned)((a.Tq + kRows - 1) / kRows), (unsigned)a.nh, (unsigned)a.B);
     flash_backward_dq_kernel<<<grid_q, kRows, smem_q>>>(q.ptr<float>(), k.ptr<float>(), v.ptr<float>(),
                                                         dout.ptr<float>(), lse.ptr<float>(), D, dq.ptr<float>(), a);
+    KERNEL_CHECK();
+}
+
+void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_part, const Tensor& lse_part) {
+    const int64_t B = out.size(0), T = out.size(1), nh = out.size(2), hd = out.size(3), rows = B * nh * T;
+    if (rows == 0) return;
+    merge_kernel<<<(unsigned)((rows + 255) / 256), 256>>>(out.ptr<float>(), lse.ptr<float>(), out_part.ptr<float>(),
+                                                          lse_part.ptr<float>(), B, T, nh, hd);
     KERNEL_CHECK();
 }
 

@@ -279,6 +279,12 @@ TEST_CASE("attention over two key halves merged with lse equals attention over a
             Fwd full = forward(tiled, in, c.span);
             check_close(out, full.out.to_host(), 1e-5, 1e-6, "merged out " + what);
             check_lse(lse, full.lse.to_host(), 1e-5, "merged lse " + what);
+            // the op does the same, starting from "no key seen yet" (lse -inf, out whatever it holds)
+            Tensor acc_out = Tensor::from_host(std::vector<float>(o1.size(), NAN), in.q.shape, Device::cpu);
+            Tensor acc_lse = Tensor::from_host(std::vector<float>(l1.size(), -INFINITY), full.lse.shape, Device::cpu);
+            for (int p = 1; p >= 0; p--) attention_merge(acc_out, acc_lse, fp[p].out, fp[p].lse);
+            check_close(acc_out.to_host(), full.out.to_host(), 1e-5, 1e-6, "attention_merge out " + what);
+            check_lse(acc_lse.to_host(), full.lse.to_host(), 1e-5, "attention_merge lse " + what);
 
             Fwd merged{Tensor::from_host(out, in.q.shape, Device::cpu),
                        Tensor::from_host(lse, full.lse.shape, Device::cpu)};
