@@ -28,6 +28,15 @@ bool parse_context_parallel_flags(int argc, char** argv, TrainConfig& cfg, Conte
     const CpShard shard = parse_cp_shard(cpf.shard);
     parse_cp_attn(cpf.attn);
     ContextSharder((int)cfg.cp, 0, shard).check_seq(cfg.seq);  // names --seq and the rule
+    const int64_t held = cfg.micro_batch * (cfg.seq / cfg.cp);  // tokens of a micro-batch on one cp rank
+    CHECK(!cfg.sp || held % cfg.tp == 0,
+          "--sp splits the --micro-batch %ld × (--seq %ld / --cp %ld) = %ld tokens a cp rank holds into --tp %ld equal "
+          "blocks: the count must be divisible by --tp", (long)cfg.micro_batch, (long)cfg.seq, (long)cfg.cp, (long)held,
+          (long)cfg.tp);
+    CHECK(!cfg.sp || cfg.eval_every == 0 || (kEvalRows * cfg.seq) % cfg.tp == 0,
+          "--sp: the evaluation runs %ld whole sequences of --seq %ld = %ld tokens on every cp rank, which --tp %ld "
+          "must divide as well (or --eval-every 0)", (long)kEvalRows, (long)cfg.seq, (long)(kEvalRows * cfg.seq),
+          (long)cfg.tp);
     return true;
 }
 
@@ -207,17 +216,19 @@ void ContextParallelTraining::print_measured(const Measured& m) const {
                                          : "");
     }
 
+    // what one micro-batch's forward kept: every saved tensor is per token (flash attention keeps no s x s), so
+    // the whole of it is the one-rank formula at s/cp tokens (with --tp, chapters 04/05 cut it further)
     const Recompute rc = parse_recompute(cfg.recompute);
-    const AttentionKernel kern = AttentionKernel::flash;
-    LlamaConfig local = mc;  // this rank's heads under tp
-    local.n_heads /= cfg.tp, local.n_kv_heads /= cfg.tp, local.ffn /= cfg.tp;
-    const int64_t full_seq = L * llama_layer_activation_bytes(rc, kern, B, T, mc.hidden, local.n_heads, local.n_kv_heads,
-                                                              hd, local.ffn);
-    const int64_t per_cp = L * llama_layer_activation_bytes(rc, kern, B, T / P, mc.hidden, local.n_heads,
-                                                            local.n_kv_heads, hd, local.ffn);
-    std::printf("\nactivations the forward kept, rank 0: %.0f bytes; the decoder layers' formula at s/cp = %ld tokens: "
-                "%ld (at cp 1: %ld, ratio %.3f); the rest is the head (logits of the rank's tokens)\n",
-                saved[0], (long)(T / P), (long)per_cp, (long)full_seq, (double)per_cp / full_seq);
+    const int64_t at_cp = llama_activation_bytes(mc, rc, AttentionKernel::flash, B, T / P);
+    const int64_t at_1 = llama_activation_bytes(mc, rc, AttentionKernel::flash, B, T);
+    if (cfg.tp == 1)
+        std::printf("\nactivations one micro-batch's forward kept, per rank: %.0f bytes; formula at s/cp = %ld tokens: %ld "
+                    "%s; at cp 1 (s = %ld): %ld, ratio %.3f\n", saved[0], (long)(T / P), (long)at_cp,
+                    saved[0] == at_cp ? "(equal)" : "(DIFFERENT)", (long)T, (long)at_1, saved[0] / at_1);
+    else
+        std::printf("\nactivations one micro-batch's forward kept, rank 0: %.0f bytes (one rank at cp 1 and tp 1 would "
+                    "keep %ld; --tp%s cuts them as chapters 04/05 show, cp by another %ld)\n", saved[0], (long)at_1,
+                    cfg.sp ? " --sp" : "", (long)P);
     std::printf("K/V buffers one attention call held at most: %s (ring: 2 blocks forward, 4 with dK/dV; allgather: all cp "
                 "blocks)\n", human_bytes((int64_t)kvpeak[0]).c_str());
 }
