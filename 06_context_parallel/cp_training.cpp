@@ -134,6 +134,12 @@ namespace {
 std::string cell_text(const ContextParallelAttention::Cell& c) {
     return strfmt("q%d·k%d%s", c.q_chunk, c.k_chunk, c.diagonal ? "◪" : "▣");
 }
+// s padded with spaces to `width` characters as a terminal shows them (UTF-8: count the non-continuation bytes)
+std::string pad(const std::string& s, size_t width) {
+    size_t shown = 0;
+    for (unsigned char ch : s) shown += (ch & 0xC0) != 0x80;
+    return s + std::string(shown < width ? width - shown : 0, ' ');
+}
 }  // namespace
 
 void ContextParallelTraining::print_measured(const Measured& m) const {
@@ -161,14 +167,19 @@ void ContextParallelTraining::print_measured(const Measured& m) const {
     if (world_rank() != 0) return;
 
     const int64_t L = mc.n_layers, T = cfg.seq, B = cfg.micro_batch, hd = mc.head_dim(), nkv = mc.n_kv_heads / cfg.tp;
-    std::printf("\n%s attention, layer 0 of one micro-batch: the blocks each cp rank computed at each %s "
-                "(q<i>·k<j>: query chunk i against key chunk j; ▣ whole block, ◪ causal diagonal; later chunks "
-                "skipped)\n", cp_attn_name(attn), attn == CpAttn::ring ? "ring step (K/V of rank r-s)" : "source rank");
+    std::printf("\n%s attention, layer 0 of one micro-batch: the blocks each cp rank computed %s\n"
+                "(q<i>·k<j>: query chunk i against key chunk j; ▣ whole block, ◪ causal diagonal; blocks wholly in the "
+                "future skipped)\n", cp_attn_name(attn),
+                attn == CpAttn::ring ? "at each ring step s (it holds the K/V of cp rank r-s)" : "per source rank's K/V");
+    std::printf("  %s", pad("", 17).c_str());
+    for (int s = 0; s < P; s++)
+        std::printf("   %s", pad(strfmt(attn == CpAttn::ring ? "step %d" : "K/V of rank %d", s), 21).c_str());
+    std::printf("\n");
     for (int r = 0; r < P; r++) {
         const int wr = grid_rank(grid->shape(), GridCoords{0, 0, r, 0});  // dp 0, tp 0 of cp rank r
         std::string held;
         for (int c : attention->sharder().chunks_of(r)) held += (held.empty() ? "c" : ",c") + std::to_string(c);
-        std::printf("  cp rank %d (%-6s)", r, held.c_str());
+        std::printf("  cp rank %d (%s)", r, pad(held, 5).c_str());
         for (int s = 0; s < P; s++) {
             std::string cell;
             for (int k = 0; k < max_cells; k++) {
@@ -178,7 +189,7 @@ void ContextParallelTraining::print_measured(const Measured& m) const {
                 ContextParallelAttention::Cell c{s, 0, (int)(v / 2 / nchunks), (int)(v / 2 % nchunks), (v % 2) == 1};
                 cell += (cell.empty() ? "" : " ") + cell_text(c);
             }
-            std::printf(" | %-22s", cell.empty() ? "(nothing: all future)" : cell.c_str());
+            std::printf(" | %s", pad(cell.empty() ? "(all future)" : cell, 21).c_str());
         }
         std::printf("\n");
     }

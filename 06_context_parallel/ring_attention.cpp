@@ -76,6 +76,16 @@ struct ContextParallelAttention::Geometry {
     int64_t kv_numel() const { return nseg * 2 * S; }
     // K (part 0) or V (part 1) of chunk j in a packed buffer
     Tensor part(const Tensor& buf, int64_t j, int p) const { return buf.flat((j * 2 + p) * S, S).view(kv_chunk()); }
+    // this rank's k and v (B, Tl, nkv, hd), packed
+    Tensor pack(const Tensor& k, const Tensor& v) const {
+        Tensor kv = Tensor::empty({kv_numel()}, k.dtype, k.device(), Tag::workspace);
+        for (int64_t j = 0; j < nseg; j++) {
+            Tensor kj = part(kv, j, 0), vj = part(kv, j, 1);
+            take_tokens(k, j * c, kj);
+            take_tokens(v, j * c, vj);
+        }
+        return kv;
+    }
 };
 
 // One of this rank's query chunks, contiguous, with its running (or final) output and log-sum-exp
@@ -160,13 +170,7 @@ void ContextParallelAttention::attend(const Tensor& q, const Tensor& k, const Te
         fill(qc.lse, -INFINITY);
         qs.push_back(std::move(qc));
     }
-    // this rank's K and V, packed
-    Tensor kv = Tensor::empty({g.kv_numel()}, q.dtype, q.device(), Tag::workspace);
-    for (int64_t j = 0; j < g.nseg; j++) {
-        Tensor kj = g.part(kv, j, 0), vj = g.part(kv, j, 1);
-        take_tokens(k, j * g.c, kj);
-        take_tokens(v, j * g.c, vj);
-    }
+    Tensor kv = g.pack(k, v);
     const double kv_bytes = (double)kv.nbytes();
     if (variant_ == CpAttn::ring) {
         Tensor next = Tensor::empty(kv.shape, kv.dtype, kv.device(), Tag::workspace);
@@ -234,12 +238,7 @@ void ContextParallelAttention::attend_backward(const Tensor& dout, const Tensor&
         take_tokens(dout, qc.t0, qc.dout);
         qs.push_back(std::move(qc));
     }
-    Tensor kv = Tensor::empty({g.kv_numel()}, q.dtype, q.device(), Tag::workspace);
-    for (int64_t j = 0; j < g.nseg; j++) {
-        Tensor kj = g.part(kv, j, 0), vj = g.part(kv, j, 1);
-        take_tokens(k, j * g.c, kj);
-        take_tokens(v, j * g.c, vj);
-    }
+    Tensor kv = g.pack(k, v);
     Tensor dkv = zeros_like(kv, kv.shape);  // dK/dV of the block here, accumulated by every rank it visits
     const double kv_bytes = (double)kv.nbytes();
     if (variant_ == CpAttn::ring) {

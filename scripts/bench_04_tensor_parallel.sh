@@ -13,18 +13,7 @@ set -euo pipefail
 bin=${BIN:-build/bin}
 steps=${STEPS:-15}
 repeats=${REPEATS:-2}
-mpirun_cmd=${MPIRUN:-mpirun --oversubscribe}
-[ "$(id -u)" = 0 ] && [[ "$mpirun_cmd" != *allow-run-as-root* ]] && mpirun_cmd+=" --allow-run-as-root"
-[[ "$mpirun_cmd" != *bind-to* ]] && mpirun_cmd+=" --bind-to none"
-mpirun_cmd+=" -x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1"
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-if [ "${MPI:-1}" = 0 ]; then
-    echo "bench_04_tensor_parallel: skipped (MPI=0 build has one rank)"
-    exit 0
-fi
-cores=$(getconf _NPROCESSORS_ONLN)  # the machine's cores (nproc may report a narrower affinity)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/bench_mpi.sh" bench_04_tensor_parallel  # $mpirun_cmd, $cores, $tmp
 
 echo "chapter 04: tensor parallelism, model small, 16 sequences x 32 tokens per step, $steps steps x $repeats runs per row"
 echo "this machine has $cores CPU core(s): with more ranks than cores the ranks share cores (--oversubscribe),"

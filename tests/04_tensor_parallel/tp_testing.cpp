@@ -44,12 +44,13 @@ std::string Layout::str() const {
                   recompute_name(recompute));
 }
 
-namespace {
-// what every run and its reference share: the model's seed, AdamW (clipping active) at a constant lr
-constexpr uint64_t kModelSeed = 7;
-const AdamWConfig kAdamW{1e-3f, 0.9f, 0.95f, 1e-6f, 0.1f};
-constexpr float kClip = 0.5f;
-}  // namespace
+Trained train_one_rank(const LlamaConfig& cfg, int64_t seq, int64_t rows, Recompute recompute, int steps) {
+    RandomTokens data((int32_t)cfg.vocab);
+    ModelOptions mo;
+    mo.recompute = recompute;
+    Model model(cfg, Device::cpu, kModelSeed, mo);
+    return train_reference(model, kAdamW, data, seq, rows, steps, [](int64_t) { return kAdamW.lr; }, kClip);
+}
 
 Run run_layout(const LlamaConfig& cfg, const Layout& L, int steps, const SpParts* sp) {
     REQUIRE_MESSAGE((!L.sp || sp), L.str() << ": a layout with sp needs chapter 05's SpParts (sp_parts())");
@@ -119,12 +120,7 @@ void check_trains_like_one_rank(const LlamaConfig& cfg, const Layout& L, int ste
     INFO(what);
     const Run run = run_layout(cfg, L, steps, sp);
     // the reference: the same global batch as one micro-batch of dp·mb·ga sequences, one rank, no hooks
-    RandomTokens data((int32_t)cfg.vocab);
-    ModelOptions mo;
-    mo.recompute = L.recompute;
-    Model model(cfg, Device::cpu, kModelSeed, mo);
-    const Trained ref = train_reference(model, kAdamW, data, L.seq, L.dp * L.micro_batch * L.grad_accum, steps,
-                                        [](int64_t) { return kAdamW.lr; }, kClip);
+    const Trained ref = train_one_rank(cfg, L.seq, L.dp * L.micro_batch * L.grad_accum, L.recompute, steps);
     check_same_training(run, ref, cfg, rtol, what);
     CHECK(run.norm_reductions == steps);          // one all-reduce of partial sums per step...
     CHECK(run.world_scalar_reductions == steps);  // ...and nothing else reduced for the norm

@@ -97,6 +97,16 @@ void check_model_step(const LlamaConfig& cfg, TensorParallel& b, Recompute recom
 // run.traffic: every layer's forward and backward bytes == half of tp_layer_comm_elements, f32, exactly
 void check_layer_traffic(const Run& run, const Layout& layout, int64_t hidden);
 
+// what every layout run and its one-rank reference share: the model's seed, AdamW (clipping active) at a
+// constant lr (chapter 06's runner too)
+constexpr uint64_t kModelSeed = 7;
+inline const AdamWConfig kAdamW{1e-3f, 0.9f, 0.95f, 1e-6f, 0.1f};
+constexpr float kClip = 0.5f;
+// the reference of those runs: `steps` steps of one rank on the global batch of `rows` sequences of `seq`
+// tokens as one micro-batch (RandomTokens)
+penta::testing::Trained train_one_rank(const LlamaConfig& cfg, int64_t seq, int64_t rows, Recompute recompute,
+                                       int steps);
+
 // a world of tp ranks, all in one tensor-parallel group
 ParallelGrid tp_grid(const LlamaConfig& cfg, int tp);
 

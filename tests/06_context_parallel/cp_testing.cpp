@@ -12,12 +12,6 @@ using namespace penta::tp_testing;
 
 namespace penta::cp_testing {
 
-namespace {
-constexpr uint64_t kModelSeed = 7;
-const AdamWConfig kAdamW{1e-3f, 0.9f, 0.95f, 1e-6f, 0.1f};
-constexpr float kClip = 0.5f;
-}  // namespace
-
 std::string CpLayout::str() const {
     return strfmt("dp %d × cp %d × tp %d%s%s, %s %s, micro-batch %lld × grad-accum %lld, seq %lld, recompute %s", dp,
                   cp, tp, sp ? " +sp" : "", zero ? strfmt(" ZeRO-%d", zero).c_str() : "", cp_attn_name(attn),
@@ -68,12 +62,7 @@ void check_cp_trains_like_one_rank(const CpLayout& L, int steps, double rtol) {
     INFO(L.str());
     const CpRun run = run_cp_layout(L, steps);
     const LlamaConfig cfg = tp_config(64);
-    RandomTokens data((int32_t)cfg.vocab);
-    ModelOptions mo;
-    mo.recompute = L.recompute;
-    Model model(cfg, Device::cpu, kModelSeed, mo);
-    const Trained ref = train_reference(model, kAdamW, data, L.seq, L.dp * L.micro_batch * L.grad_accum, steps,
-                                        [](int64_t) { return kAdamW.lr; }, kClip);
+    const Trained ref = train_one_rank(cfg, L.seq, L.dp * L.micro_batch * L.grad_accum, L.recompute, steps);
     check_same_training(run, ref, cfg, rtol, L.str());
     CHECK(run.stats.forward_calls > 0);  // the ring (or all-gather) ran: the test is not one rank's attention
 }
