@@ -99,17 +99,17 @@ double cpu_sgemm_peak_flops() {
     return best;
 }
 
-PeakFlops device_peak_flops(Device d, DType dtype) {
+PeakFlops device_peak_flops(Device d, DType dtype, bool tf32) {
     if (d == Device::cpu) {
         double f = cpu_sgemm_peak_flops();
         return {f, strfmt("cpu: sgemm 1024^3 measured %.1f GFLOP/s with %d OpenBLAS thread(s)", f / 1e9,
                           openblas_get_num_threads())};
     }
     std::string name = gpu_name();
-    double f = gpu_peak_flops(name, dtype);
-    if (f <= 0) return {0, strfmt("%s: no %s peak in the table of metrics.cpp, MFU not reported", name.c_str(),
-                                  dtype_name(dtype))};
-    return {f, strfmt("%s: %.0f TFLOP/s %s dense (datasheet)", name.c_str(), f / 1e12, dtype_name(dtype))};
+    double f = gpu_peak_flops(name, dtype, tf32 && dtype == DType::f32);
+    const char* kind = tf32 && dtype == DType::f32 ? "tf32" : dtype_name(dtype);
+    if (f <= 0) return {0, strfmt("%s: no %s peak in the table of metrics.cpp, MFU not reported", name.c_str(), kind)};
+    return {f, strfmt("%s: %.0f TFLOP/s %s dense (datasheet)", name.c_str(), f / 1e12, kind)};
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -140,6 +140,12 @@ std::string memory_table(Device d) {
                 human_bytes(m.total_peak).c_str());
     if (d == Device::cpu)
         s += strfmt("  (+ %s of freed blocks the allocator keeps for reuse)\n", human_bytes(host_cached_bytes()).c_str());
+    if (d == Device::cuda) {
+        const DevicePoolStats p = device_pool_stats();
+        s += strfmt("  (the device pool holds %s, %s of it freed blocks kept for reuse; at its peak %s)\n",
+                    human_bytes(p.reserved).c_str(), human_bytes(p.cached()).c_str(),
+                    human_bytes(p.reserved_peak).c_str());
+    }
     return s;
 }
 

@@ -120,6 +120,16 @@ void mem_reset_peak(Device d) {
     MemStats& s = g_stats[(int)d];
     for (int i = 0; i < kNumTags; i++) s.peak[i] = s.current[i];
     s.total_peak = s.total_current;
+#if defined(PENTA_CUDA)
+    if (d == Device::cuda && cuda_available()) cuda::device_pool_reset_peak();
+#endif
+}
+
+DevicePoolStats device_pool_stats() {
+#if defined(PENTA_CUDA)
+    if (cuda_available()) return cuda::device_pool_stats();
+#endif
+    return {};
 }
 
 bool cuda_available() {
@@ -146,9 +156,13 @@ const char* tag_flags(Tag t) {
     return "";
 }
 [[noreturn]] void out_of_memory(size_t bytes, Device d, Tag t) {
+    // on the GPU the pool has already handed its cached blocks back and tried again
+    const std::string pool = d == Device::cpu ? std::string()
+                                              : strfmt(" (their blocks, rounded to size classes: %.2f GiB)",
+                                                       device_pool_stats().reserved / 1073741824.0);
     FAIL("out of %s memory allocating %zu bytes (%.2f GiB) for %s (%s), with %.2f GiB of tensors already held "
-         "on this device", d == Device::cpu ? "host" : "GPU", bytes, bytes / 1073741824.0, tag_name(t), tag_flags(t),
-         mem_stats(d).total_current / 1073741824.0);
+         "on this device%s", d == Device::cpu ? "host" : "GPU", bytes, bytes / 1073741824.0, tag_name(t), tag_flags(t),
+         mem_stats(d).total_current / 1073741824.0, pool.c_str());
 }
 }  // namespace
 

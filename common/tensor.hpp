@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core.hpp"
+#include "device_pool.hpp"
 
 namespace penta {
 
@@ -32,11 +33,15 @@ struct MemStats {
     int64_t total_peak = 0;
 };
 const MemStats& mem_stats(Device d);
-void mem_reset_peak(Device d);  // peak := current, per tag and in total
+void mem_reset_peak(Device d);  // peak := current, per tag and in total (and the device pool's peaks)
 bool cuda_available();          // built with CUDA and a device is visible
 // Freed host blocks the allocator keeps for reuse (at most 1 GiB): free as far as the tags are concerned,
 // but still part of the process's memory, so memory_table shows them on a line of their own.
 int64_t host_cached_bytes();
+// Device memory comes from a stream-ordered caching pool (device_pool.hpp): what it holds from the GPU
+// (reserved: the tensors' blocks rounded to size classes, plus freed blocks kept for reuse), current and
+// peak — what nvidia-smi shows — beside MemStats' per-tag tensor bytes. Zeros in a build without CUDA.
+DevicePoolStats device_pool_stats();
 
 // One allocation. Freed (and un-counted) when the last Tensor that shares it goes away.
 struct Buffer {

@@ -31,8 +31,11 @@
 // every part is padded to ceil(M/K). Equal parts take the direct path with no copies.
 //
 // Lifetimes: wait() returns before the GPU has finished, so a tensor the caller frees after wait() could
-// go back to cudaFree while NCCL still uses it. The Comm therefore keeps every operation's tensors until
-// its "done" event has happened (checked whenever this Comm is used again).
+// be handed to a kernel on compute while NCCL still reads it. Every tensor an operation touches is
+// therefore recorded on the comm stream with the device pool (record_stream, device_pool.hpp): when it is
+// freed, the pool records an event on the comm stream and reuses the block only once that has happened.
+// Polling: every event and stream query goes through cuda_poll.hpp's query_done, which consumes the
+// cudaErrorNotReady the runtime may leave as the last error (else the next kernel-launch check throws).
 //
 // Order: like MPI, every rank must post the operations of a Comm in the same order. The Comms of a grid
 // (dp, tp, ...) have a stream each and their kernels may run at the same time, so ranks must also post the
@@ -43,7 +46,8 @@
 // with ncclCommAbort when an error is pending or an exception is unwinding (a failing rank must not block
 // in a teardown its peers never join).
 // Hangs: the host blocks on a communicator only in sync() (barrier, the scalar all-reduce, which every
-// step makes for the gradient norm), and that wait has the watchdog's deadline (watchdog.hpp,
+// step makes for the gradient norm: its copies go through pinned host memory, so they are queued, not
+// waited for inside the driver), and that wait has the watchdog's deadline (watchdog.hpp,
 // --comm-timeout): past it every live communicator is aborted (ncclCommAbort), the report names the
 // oldest unfinished operation of each, and the job is aborted. A wait() does not block the host (the
 // compute stream waits on the GPU), so a stuck collective shows up at the next sync(), whichever group it
@@ -59,6 +63,8 @@
 
 #include "../runtime.hpp"
 #include "../watchdog.hpp"
+#include "cuda_poll.hpp"
+#include "cuda_util.cuh"
 
 namespace penta {
 
@@ -80,13 +86,11 @@ ncclDataType_t nccl_type(DType t, bool reducing, const char* what) {
     return ncclUint8;
 }
 
-// One operation (or one batch of send/recv) as the GPU sees it: the event after its last kernel, and the
-// tensors that must outlive it.
+// One operation (or one batch of send/recv) as the GPU sees it: the event after its last kernel.
 struct Completion {
     cudaEvent_t done = nullptr;
     bool issued = false;  // false while a send/recv batch is still queued
     const char* op = "send/recv";  // what it is, for the watchdog's report
-    std::vector<Tensor> keep;
     Completion() { CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming)); }
     ~Completion() { cudaEventDestroy(done); }
     Completion(const Completion&) = delete;
@@ -118,6 +122,7 @@ struct NcclState {
     cudaStream_t stream = nullptr;
     cudaEvent_t ready = nullptr;                          // recorded on compute before each operation
     Tensor scratch;                                       // 8 bytes for barrier and all_reduce_scalar
+    double* host_scalar = nullptr;                        // pinned: all_reduce_scalar's value in, result out
     std::vector<P2POp> queued;                            // send/recv posted but not yet issued
     std::shared_ptr<Completion> batch;                    // the completion the queued ops will share
     std::deque<std::shared_ptr<Completion>> in_flight;    // issued, in stream order, until done
@@ -128,7 +133,10 @@ struct NcclState {
         CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
         scratch = Tensor::empty({2}, DType::f32, Device::cuda, Tag::comm);
+        uses(scratch);
+        after_compute();  // the pool's block may have served a kernel on compute that is still queued
         CUDA_CHECK(cudaMemsetAsync(scratch.data(), 0, scratch.nbytes(), stream));
+        CUDA_CHECK(cudaHostAlloc((void**)&host_scalar, 2 * sizeof(double), cudaHostAllocDefault));
     }
     ~NcclState() {
         auto& live = live_states();
@@ -141,8 +149,12 @@ struct NcclState {
             cudaStreamSynchronize(stream);
             ncclCommDestroy(comm);
         }
+        // the pool stops waiting for this stream (its work is over, or aborted with the job), then it goes
+        scratch = Tensor();
+        cuda::forget_stream(stream);
         cudaEventDestroy(ready);
         cudaStreamDestroy(stream);
+        cudaFreeHost(host_scalar);
     }
 
     void check_async_error() {
@@ -153,17 +165,20 @@ struct NcclState {
                  ncclGetErrorString(err), ncclGetLastError(comm));
     }
 
+    // t is read or written on the comm stream: its block is not reused until that work is over
+    void uses(const Tensor& t) { cuda::record_stream(t.buf->ptr, stream); }
+
     // The comm stream waits for everything launched on compute so far: the tensors are ready.
     void after_compute() {
         CUDA_CHECK(cudaEventRecord(ready, kComputeStream));
         CUDA_CHECK(cudaStreamWaitEvent(stream, ready, 0));
     }
 
-    // Marks the end of an operation just enqueued on the comm stream.
-    std::shared_ptr<Completion> issued(CommOp op, std::vector<Tensor> keep) {
+    // Marks the end of an operation just enqueued on the comm stream, which touched `used`.
+    std::shared_ptr<Completion> issued(CommOp op, std::initializer_list<const Tensor*> used) {
+        for (const Tensor* t : used) uses(*t);
         auto c = std::make_shared<Completion>();
         c->op = comm_op_name(op);
-        c->keep = std::move(keep);
         complete(c);
         return c;
     }
@@ -173,14 +188,10 @@ struct NcclState {
         in_flight.push_back(c);
     }
 
-    // Releases the tensors of finished operations (they finish in stream order).
+    // Forgets finished operations (they finish in stream order).
     void sweep() {
-        while (!in_flight.empty()) {
-            cudaError_t e = cudaEventQuery(in_flight.front()->done);
-            if (e == cudaErrorNotReady) return;
-            CUDA_CHECK(e);
+        while (!in_flight.empty() && cuda::event_done(in_flight.front()->done, "cudaEventQuery of an NCCL operation"))
             in_flight.pop_front();
-        }
     }
 
     // Issues the queued send/recv as one group (see the header comment).
@@ -201,10 +212,16 @@ struct NcclState {
         batch.reset();
     }
 
-    // The oldest operation on this communicator's stream that has not finished ("" when none has).
+    // The oldest operation on this communicator's stream that has not finished ("" when none has). For the
+    // watchdog's report, so it never throws: an operation whose query fails counts as unfinished.
     std::string oldest_unfinished() const {
-        for (const auto& c : in_flight)
-            if (cudaEventQuery(c->done) == cudaErrorNotReady) return c->op;
+        for (const auto& c : in_flight) {
+            try {
+                if (!cuda::event_done(c->done, "cudaEventQuery")) return c->op;
+            } catch (const std::exception&) {
+                return std::string(c->op) + " (its event query failed)";
+            }
+        }
         return "";
     }
 
@@ -213,9 +230,7 @@ struct NcclState {
     void sync(CommOp op) {
         wait_until(
             [&] {
-                cudaError_t e = cudaStreamQuery(stream);
-                if (e == cudaSuccess) return true;
-                if (e != cudaErrorNotReady) CUDA_CHECK(e);
+                if (cuda::stream_done(stream, "cudaStreamQuery of an NCCL stream")) return true;
                 check_async_error();
                 return false;
             },
@@ -258,12 +273,10 @@ struct NcclPending : CommHandle::Pending {
     }
     bool test() override {
         if (!c->issued) st->flush();
-        cudaError_t e = cudaEventQuery(c->done);
-        if (e == cudaErrorNotReady) {
+        if (!cuda::event_done(c->done, "cudaEventQuery of an NCCL operation")) {
             st->check_async_error();
             return false;
         }
-        CUDA_CHECK(e);
         st->sweep();
         return true;
     }
@@ -285,7 +298,7 @@ class NcclComm : public Comm {
         NCCL_CHECK(ncclAllReduce(x.data(), x.data(), (size_t)x.numel(), t, op == ReduceOp::sum ? ncclSum : ncclMax,
                                  st_->comm, st_->stream));
         record(CommOp::all_reduce, (double)x.nbytes());
-        return handle(st_->issued(CommOp::all_reduce, {x}));
+        return handle(st_->issued(CommOp::all_reduce, {&x}));
     }
 
     CommHandle reduce_scatter_async(const Tensor& in, Tensor& out) override {
@@ -297,7 +310,7 @@ class NcclComm : public Comm {
             NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), (size_t)(M / size_), t, ncclSum, st_->comm,
                                          st_->stream));
             record(CommOp::reduce_scatter, (double)in.nbytes());
-            return handle(st_->issued(CommOp::reduce_scatter, {in, out}));
+            return handle(st_->issued(CommOp::reduce_scatter, {&in, &out}));
         }
         // every part padded to P elements; in place: this rank's padded part is where NCCL leaves the sum
         const int64_t P = M / size_ + 1;
@@ -307,7 +320,7 @@ class NcclComm : public Comm {
         NCCL_CHECK(ncclReduceScatter(padded.data(), mine.data(), (size_t)P, t, ncclSum, st_->comm, st_->stream));
         copy_part(out, mine.flat(0, out.numel()));
         record(CommOp::reduce_scatter, (double)in.nbytes());
-        return handle(st_->issued(CommOp::reduce_scatter, {in, out, padded}));
+        return handle(st_->issued(CommOp::reduce_scatter, {&in, &out, &padded}));
     }
 
     CommHandle all_gather_async(const Tensor& in, Tensor& out) override {
@@ -318,7 +331,7 @@ class NcclComm : public Comm {
         if (M % size_ == 0) {
             NCCL_CHECK(ncclAllGather(in.data(), out.data(), (size_t)(M / size_), t, st_->comm, st_->stream));
             record(CommOp::all_gather, (double)out.nbytes());
-            return handle(st_->issued(CommOp::all_gather, {in, out}));
+            return handle(st_->issued(CommOp::all_gather, {&in, &out}));
         }
         const int64_t P = M / size_ + 1;
         Tensor padded = Tensor::empty({size_ * P}, in.dtype, Device::cuda, Tag::comm);  // (K·P,)
@@ -330,7 +343,7 @@ class NcclComm : public Comm {
             copy_part(dst, padded.flat(r * P, dst.numel()));
         }
         record(CommOp::all_gather, (double)out.nbytes());
-        return handle(st_->issued(CommOp::all_gather, {in, out, padded}));
+        return handle(st_->issued(CommOp::all_gather, {&in, &out, &padded}));
     }
 
     CommHandle broadcast_async(Tensor& x, int root) override {
@@ -340,7 +353,7 @@ class NcclComm : public Comm {
         begin();
         NCCL_CHECK(ncclBroadcast(x.data(), x.data(), (size_t)x.numel(), t, root, st_->comm, st_->stream));
         record(CommOp::broadcast, (double)x.nbytes());
-        return handle(st_->issued(CommOp::broadcast, {x}));
+        return handle(st_->issued(CommOp::broadcast, {&x}));
     }
 
     // tag: NCCL has none, messages between two ranks match in posting order (see the header)
@@ -376,7 +389,7 @@ class NcclComm : public Comm {
         NCCL_CHECK(ncclGroupEnd());
         // counted as what really leaves this rank; for equal chunks that is (K-1)/K·M, the ring figure
         count(CommOp::all_to_all, sent);
-        return handle(st_->issued(CommOp::all_to_all, {in, out}));
+        return handle(st_->issued(CommOp::all_to_all, {&in, &out}));
     }
 
     // An all-reduce of one float that every rank must join, then the host waits for it.
@@ -388,16 +401,20 @@ class NcclComm : public Comm {
         record(CommOp::barrier, 0.0);
     }
 
+    // The copies go through pinned host memory: with a pageable (stack) variable cudaMemcpyAsync would
+    // block inside the driver until the all-reduce is over — a dead peer would hang it there, out of the
+    // watchdog's reach. Queued this way, the host's one wait is sync()'s watched poll.
     double reduce_scalar(double x, ReduceOp op) override {
         st_->flush();
         double* d = (double*)st_->scratch.data();
-        CUDA_CHECK(cudaMemcpyAsync(d, &x, sizeof x, cudaMemcpyHostToDevice, st_->stream));
+        double* h = st_->host_scalar;  // h[0] in, h[1] out; the previous call's copies are over (it synced)
+        h[0] = x;
+        CUDA_CHECK(cudaMemcpyAsync(d, &h[0], sizeof(double), cudaMemcpyHostToDevice, st_->stream));
         NCCL_CHECK(ncclAllReduce(d, d, 1, ncclFloat64, op == ReduceOp::sum ? ncclSum : ncclMax, st_->comm,
                                  st_->stream));
-        double r = 0;
-        CUDA_CHECK(cudaMemcpyAsync(&r, d, sizeof r, cudaMemcpyDeviceToHost, st_->stream));
+        CUDA_CHECK(cudaMemcpyAsync(&h[1], d, sizeof(double), cudaMemcpyDeviceToHost, st_->stream));
         st_->sync(CommOp::all_reduce);
-        return r;
+        return h[1];
     }
 
     std::unique_ptr<Comm> split(int color, int key, const std::string& name) override {
@@ -430,7 +447,7 @@ class NcclComm : public Comm {
         st_->sweep();
         st_->after_compute();  // the tensor is ready now; the comm stream waits for it before the batch
         if (!st_->batch) st_->batch = std::make_shared<Completion>();
-        st_->batch->keep.push_back(x);
+        st_->uses(x);
         st_->queued.push_back({send, x, peer});
         return CommHandle(std::make_unique<NcclPending>(st_, st_->batch));
     }

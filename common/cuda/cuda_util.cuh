@@ -81,12 +81,21 @@ cublasHandle_t cublas_handle();
 // Row-major strided-batched GEMM: for each batch entry, C = alpha * op(A) @ op(B) + beta * C with op(A)
 // (M, K), op(B) (K, N), C (M, N). lda/ldb/ldc are the row strides of the STORED matrices (the stored A is
 // (K, M) when transA) and sA/sB/sC the element strides between batch entries (0 shares a matrix).
+// tf32: TF32 tensor cores (gemm.cu); false: fp32 FMA.
 void gemm_rm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
              int64_t lda, int64_t sA, const float* B, int64_t ldb, int64_t sB, float beta, float* C,
-             int64_t ldc, int64_t sC, int64_t batch);
+             int64_t ldc, int64_t sC, int64_t batch, bool tf32 = false);
 
-// Sum of n doubles in device memory, added by one block in a fixed order (deterministic), copied to the
-// host. Defined in optimizer.cu.
+// ---- the device pool (memory.cu) ---------------------------------------------------------------------
+// The block at `block` (a Buffer's ptr, not a view's) is used on stream s too: when it is freed, the pool
+// reuses it only after the work queued on s by then (device_pool.hpp).
+void record_stream(void* block, cudaStream_t s);
+// s is about to be destroyed with its work done: blocks stop recording it
+void forget_stream(cudaStream_t s);
+
+// Sum of n doubles in device memory, added by one block in a fixed order (deterministic), into out[0]
+// (device memory), or copied to the host. Defined in optimizer.cu.
+void sum_doubles(const double* v, int64_t n, double* out);
 double sum_doubles_to_host(const double* v, int64_t n);
 
 }  // namespace penta::cuda
