@@ -47,7 +47,7 @@ int train(int argc, char** argv) {
     // one device: AdamW over the whole model, no hooks, the Sequential schedule (gradient accumulation)
     std::unique_ptr<AdamW> optim = make_adamw(model, adamw_config(cfg));
     Trainer trainer{model, *optim};
-    PeakFlops peak = device_peak_flops(device, model.precision().act);
+    PeakFlops peak = device_peak_flops(device, model.precision().act, model.precision().tf32);
     TrainLoop loop{trainer, *data, cfg, batch_plan(cfg), StepLogConfig{}, {}, {}};
     configure_log(loop, mc, device, 1);
 

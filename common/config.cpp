@@ -100,6 +100,7 @@ void TrainConfig::register_flags(Flags& f) {
     f.add("data", &data, "addition | llmc:GLOB | raw:GLOB | text:FILE");
     f.add("recompute", &recompute, "activation recomputation: none | selective | full");
     f.add("attention", &attention, "attention kernel: naive (saves T x T probabilities) | flash (online softmax)");
+    f.add("tf32", &tf32, "f32 matmuls on TF32 tensor cores (GPU only; ~1e-3 relative error instead of ~1e-6)");
     f.add("seq", &seq, "tokens per sequence");
     f.add("micro-batch", &micro_batch, "sequences per micro-batch");
     f.add("grad-accum", &grad_accum, "micro-batches accumulated per optimizer step");

@@ -40,7 +40,7 @@ struct PeakFlops {
     double flops = 0;    // <= 0: unknown, no MFU
     std::string source;  // says where the figure comes from, for the run's header
 };
-PeakFlops device_peak_flops(Device d, DType dtype);
+PeakFlops device_peak_flops(Device d, DType dtype, bool tf32 = false);  // tf32: f32 on TF32 tensor cores
 
 std::string human_bytes(int64_t bytes);  // "512B", "4.1KiB", "16.0MiB", "1.20GiB"
 std::string human_count(double x);       // "950", "12.3k", "4.5M", "1.2G"

@@ -182,6 +182,7 @@ void Model::head_backward_weight(HeadActs& acts) {
 
 MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_tokens, const Tensor& hidden_in,
                                   Tensor* logits) {
+    const Tf32Scope tf32(opt_.precision.tf32);  // the policy's matmul precision for this pass
     const PipelineSlice& s = layout_.slice;
     const int64_t B = mb.B, T = mb.T, N = B * T;
     CHECK(B > 0 && T > 0, "micro-batch B %lld x T %lld must be positive", (long long)B, (long long)T);
@@ -250,6 +251,7 @@ MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_t
 // The backward walk, head to embedding: at each unit the input gradient (B) when `input`, then the weight
 // gradient (W) and the gradient sink's signal when `weight`. Both: the fused backward.
 Tensor Model::run_backward(MicroBatchActs& acts, const Tensor& doutput, bool input, bool weight) {
+    const Tf32Scope tf32(opt_.precision.tf32);
     const PipelineSlice& s = layout_.slice;
     const MicroBatch& mb = acts.mb;
     // What B leaves for W (the gradients the weight gradients read, a recomputed block) lives until W: a

@@ -59,6 +59,13 @@ void matmul(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool trans
     DISPATCH(A.device(), matmul, A, B, C, transA, transB, alpha, beta);
 }
 
+namespace {
+bool g_tf32 = false;  // one thread launches every op of a rank
+}
+Tf32Scope::Tf32Scope(bool allow) : previous_(g_tf32) { g_tf32 = allow; }
+Tf32Scope::~Tf32Scope() { g_tf32 = previous_; }
+bool Tf32Scope::allowed() { return g_tf32; }
+
 void linear_forward(const Tensor& x, const Tensor& W, Tensor& y) { matmul(x, W, y, false, true); }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& W, Tensor& dx, Tensor& dW) {
@@ -125,28 +132,40 @@ void rope_backward(const Tensor& dout, const Tensor& pos, float theta, Tensor& d
     DISPATCH(dout.device(), rope_backward, dout, pos, theta, dx);
 }
 
+// q, k, v, out share one dtype: f32 on every device; bf16 / f16 (the tiled kernels on a GPU's tensor
+// cores) when `low_precision`. lse is f32 always.
 static void check_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
-                            const Tensor& out, const Tensor& lse) {
-    need_f32(op, "q", q, 4);
-    need_f32(op, "k", k, 4);
-    int64_t B = q.size(0), Tq = q.size(1), nh = q.size(2), hd = q.size(3), Tk = k.size(1), nkv = k.size(2);
+                            const Tensor& out, const Tensor& lse, bool low_precision = false) {
+    CHECK(q.defined() && k.defined(), "%s: q or k is undefined", op);
+    const DType t = q.dtype;
+    if (t != DType::f32) {
+        CHECK(low_precision && (t == DType::bf16 || t == DType::f16),
+              "%s: q is %s; this attention takes f32%s", op, dtype_name(t),
+              low_precision ? ", bf16 or f16" : " (bf16 / f16: the tiled kernels, on CUDA)");
+        CHECK(q.device() == Device::cuda, "%s: %s attention runs on the GPU's tensor cores; the CPU reference "
+              "takes f32 (convert q, k, v first)", op, dtype_name(t));
+    }
+    CHECK(q.dim() == 4 && k.dim() == 4, "%s: q %s and k %s must be (B, T, heads, head dim)", op,
+          shape_str(q.shape).c_str(), shape_str(k.shape).c_str());
+    int64_t B = q.size(0), Tq = q.size(1), nh = q.size(2), hd = q.size(3), nkv = k.size(2);
+    CHECK(k.dtype == t, "%s: k has dtype %s, q %s", op, dtype_name(k.dtype), dtype_name(t));
     CHECK(k.size(0) == B && k.size(3) == hd, "%s: k %s does not fit q %s", op, shape_str(k.shape).c_str(),
           shape_str(q.shape).c_str());
     CHECK(nkv > 0 && nh % nkv == 0, "%s: query heads %ld must be a multiple of kv heads %ld", op, (long)nh,
           (long)nkv);
-    need(op, "v", v, DType::f32, k.shape);
-    need(op, "out", out, DType::f32, q.shape);
+    need(op, "v", v, t, k.shape);
+    need(op, "out", out, t, q.shape);
     need(op, "lse", lse, DType::f32, {B, nh, Tq});
-    (void)Tk;
     same_device(op, {&q, &k, &v, &out, &lse});
 }
 
+// the gradients have q's dtype (accumulated in it)
 static void check_attention_grads(const char* op, const Tensor& dout, const Tensor& q, const Tensor& k,
                                   const Tensor& dq, const Tensor& dk, const Tensor& dv) {
-    need(op, "dout", dout, DType::f32, q.shape);
-    need(op, "dq", dq, DType::f32, q.shape);
-    need(op, "dk", dk, DType::f32, k.shape);
-    need(op, "dv", dv, DType::f32, k.shape);
+    need(op, "dout", dout, q.dtype, q.shape);
+    need(op, "dq", dq, q.dtype, q.shape);
+    need(op, "dk", dk, q.dtype, k.shape);
+    need(op, "dv", dv, q.dtype, k.shape);
     same_device(op, {&dout, &q, &dq, &dk, &dv});
 }
 
@@ -169,14 +188,14 @@ void attention_backward_naive(const Tensor& dout, const Tensor& q, const Tensor&
 
 void attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
                              AttnSpan span) {
-    check_attention("attention_tiled", q, k, v, out, lse);
+    check_attention("attention_tiled", q, k, v, out, lse, true);
     DISPATCH(q.device(), attention_forward_tiled, q, k, v, out, lse, span);
 }
 
 void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& out, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv,
                               AttnSpan span) {
-    check_attention("attention_backward_tiled", q, k, v, out, lse);
+    check_attention("attention_backward_tiled", q, k, v, out, lse, true);
     check_attention_grads("attention_backward_tiled", dout, q, k, dq, dk, dv);
     DISPATCH(q.device(), attention_backward_tiled, dout, q, k, v, out, lse, dq, dk, dv, span);
 }
@@ -233,6 +252,16 @@ double sum_squares(const Tensor& x) {
     return DISPATCH(x.device(), sum_squares, x);
 }
 
+double sum_squares(const std::vector<Tensor>& xs) {
+    if (xs.empty()) return 0.0;
+    for (const Tensor& x : xs) {
+        CHECK(x.dtype == DType::f32, "sum_squares: f32 only, got %s", dtype_name(x.dtype));
+        CHECK(x.device() == xs[0].device(), "sum_squares: tensors on %s and %s", device_name(xs[0].device()),
+              device_name(x.device()));
+    }
+    return DISPATCH(xs[0].device(), sum_squares, xs);
+}
+
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
     need("add", "b", b, DType::f32, a.shape);
     need("add", "out", out, DType::f32, a.shape);
@@ -263,7 +292,9 @@ void copy(Tensor& dst, const Tensor& src) {
         return;
     }
 #if defined(PENTA_CUDA)
-    cuda::memcpy_any(dst.data(), src.data(), src.nbytes());
+    if (src.device() == Device::cpu) cuda::copy_to_device(dst.data(), src.data(), src.nbytes());
+    else if (dst.device() == Device::cpu) cuda::copy_to_host(dst.data(), src.data(), src.nbytes());
+    else cuda::copy_on_device(dst.data(), src.data(), src.nbytes());
 #else
     FAIL("copy to or from a cuda tensor, but this build has no CUDA (make CUDA=1)");
 #endif

@@ -15,6 +15,8 @@
 // Gradient checks of every op: tests/00_common/test_ops.cpp, tests/00_common/test_attention.cpp (`make test CH=00`).
 #pragma once
 #include <cmath>
+#include <vector>
+
 #include "tensor.hpp"
 
 namespace penta {
@@ -25,6 +27,20 @@ namespace penta {
 // leading dims or is 2-D and shared by every batch entry.
 void matmul(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float alpha = 1.0f,
             float beta = 0.0f);
+// While one is alive, f32 matmuls on a GPU may use TF32 tensor cores when `allow` (the precision policy's
+// tf32: the model opens one around each pass); the previous setting comes back when it goes. Off outside
+// any scope. The CPU always computes in f32; attention's own GEMMs stay f32 (the reference path).
+class Tf32Scope {
+   public:
+    explicit Tf32Scope(bool allow);
+    ~Tf32Scope();
+    Tf32Scope(const Tf32Scope&) = delete;
+    Tf32Scope& operator=(const Tf32Scope&) = delete;
+    static bool allowed();
+
+   private:
+    bool previous_;
+};
 
 // Linear without bias, the PyTorch / Hugging Face layout: W is (out, in), y = x @ W^T.
 void linear_forward(const Tensor& x, const Tensor& W, Tensor& y);  // x (N, in) -> y (N, out)
@@ -72,7 +88,10 @@ void attention_forward_naive(const Tensor& q, const Tensor& k, const Tensor& v, 
 void attention_backward_naive(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& out, const Tensor& lse, const Tensor* probs, Tensor& dq,
                               Tensor& dk, Tensor& dv, AttnSpan span = {});
-// Tiled with online softmax (flash attention): never holds more than a tile of scores.
+// Tiled with online softmax (flash attention): never holds more than a tile of scores. f32 on every
+// device; on CUDA also bf16 or f16 — q, k, v, out (and dout, dq, dk, dv) in that dtype, lse f32 — run on
+// tensor cores (head dims 16, 32, 64, 128; tensors 16-byte aligned), compared with the f32 reference in
+// tests/00_common/test_cuda_attention_tc.cpp.
 void attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
                              AttnSpan span = {});
 void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -119,13 +138,18 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
 
 // sum of squares (accumulated in double), returned on the host: global grad norm = sqrt(sum over ranks)
 double sum_squares(const Tensor& x);
+// the same over several tensors (one device), the sum of the tensors' sums taken in order: on a GPU one
+// wait for the host instead of one per tensor (AdamW's global norm over every parameter tensor)
+double sum_squares(const std::vector<Tensor>& xs);
 
 // ---- elementwise and data movement -----------------------------------------------------------------------
 void add(const Tensor& a, const Tensor& b, Tensor& out);         // out = a + b (out may alias a or b)
 void add_inplace(Tensor& dst, const Tensor& src, float alpha = 1.0f);  // dst += alpha * src
 void scale_inplace(Tensor& x, float s);                         // x *= s
 void fill(Tensor& x, float value);                              // any float dtype or i32
-void copy(Tensor& dst, const Tensor& src);  // same dtype and numel; across devices allowed
+// same dtype and numel; across devices allowed. On a GPU, host -> device returns before the copy has run
+// (up to 4 MiB: staged; the source may be changed at once), device -> host when the data is there.
+void copy(Tensor& dst, const Tensor& src);
 void convert(Tensor& dst, const Tensor& src);  // dtype conversion (f32 <-> bf16/f16/e4m3/e5m2), same device
 // element (r, c) of x (R, C) := std * rng_normal(seed, stream, (row0 + r) * full_cols + col0 + c):
 // the values a shard gets are exactly its slice of the full (?, full_cols) tensor. full_cols = -1: C.

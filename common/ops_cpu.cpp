@@ -293,6 +293,12 @@ double sum_squares(const Tensor& x) {
     return sum_f64(x.numel(), [&](int64_t i) { return (double)p[i] * p[i]; });
 }
 
+double sum_squares(const std::vector<Tensor>& xs) {
+    double sum = 0;
+    for (const Tensor& x : xs) sum += cpu::sum_squares(x);
+    return sum;
+}
+
 // ---- elementwise ------------------------------------------------------------------------------------
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {

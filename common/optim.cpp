@@ -72,10 +72,10 @@ AdamW::AdamW(Tensor param_, Tensor grad_, std::vector<ParamRange> ranges, AdamWC
 }
 
 double AdamW::local_sum_squares() const {
-    double local = 0;
+    std::vector<Tensor> counted;  // summed in this order, as one call: on a GPU one wait, not one per tensor
     for (const auto& r : ranges_)
-        if (r.in_norm) local += sum_squares(grad.flat(r.offset, r.count));
-    return local;
+        if (r.in_norm) counted.push_back(grad.flat(r.offset, r.count));
+    return sum_squares(counted);
 }
 
 double AdamW::grad_norm() {

@@ -5,8 +5,8 @@
 namespace penta {
 
 std::string Precision::str() const {
-    return strfmt("param %s, grad %s, act %s, comm %s%s", dtype_name(param), dtype_name(grad), dtype_name(act),
-                  dtype_name(comm), fp32_master ? ", fp32 master" : "");
+    return strfmt("param %s, grad %s, act %s, comm %s%s%s", dtype_name(param), dtype_name(grad), dtype_name(act),
+                  dtype_name(comm), fp32_master ? ", fp32 master" : "", tf32 ? ", tf32" : "");
 }
 
 void Precision::validate() const {

@@ -9,6 +9,9 @@
 //           dtype, so until chapter 11 adds conversion around them it must equal `grad` (validate says so)
 //   fp32_master   the optimizer keeps an fp32 copy of the weights it updates (Tag::master), steps that copy
 //                 and writes it back rounded to `param`: small updates are not lost to bf16's 8-bit mantissa
+//   tf32          f32 matmuls may run on TF32 tensor cores (inputs rounded to 10 mantissa bits, sums in
+//                 f32: ~8x the plain fp32 rate on an A100/H100, errors near 1e-3 instead of 1e-6). GPU
+//                 only (the CPU computes in f32 whatever it says); off by default, --tf32 turns it on.
 // The default is all fp32 without a master copy: chapters 01-05 as they were, bit for bit.
 //
 // Playbook: "Mixed precision training" (bf16 weights with fp32 master weights and optimizer states: the
@@ -28,11 +31,12 @@ struct Precision {
     DType act = DType::f32;
     DType comm = DType::f32;
     bool fp32_master = false;
+    bool tf32 = false;
 
     // bf16 weights (half the bytes, also for ZeRO-3's gathers), fp32 master weights, fp32 gradients and
     // compute: the policy of the playbook's mixed-precision memory table, minus bf16 compute
     static Precision bf16_params() { return Precision{DType::bf16, DType::f32, DType::f32, DType::f32, true}; }
-    std::string str() const;  // "param bf16, grad f32, act f32, comm f32, fp32 master"
+    std::string str() const;  // "param bf16, grad f32, act f32, comm f32, fp32 master, tf32"
     // throws naming the field and the rule when a combination is not supported (yet)
     void validate() const;
 };

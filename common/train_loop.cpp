@@ -84,6 +84,7 @@ ModelOptions model_options(const TrainConfig& cfg) {
     ModelOptions o;
     o.recompute = parse_recompute(cfg.recompute);
     o.attention = parse_attention_kernel(cfg.attention);
+    o.precision.tf32 = cfg.tf32;
     return o;
 }
 
@@ -104,7 +105,8 @@ void configure_log(TrainLoop& loop, const LlamaConfig& mc, Device device, int nu
     // lm_head's FLOPs count even when tied; the embedding lookup is not a matmul
     const int64_t matmul_params = mc.n_params() - (mc.tied_embeddings ? 0 : mc.vocab * mc.hidden);
     loop.log.flops_per_token = model_flops_per_token(matmul_params, mc.n_layers, mc.n_heads * mc.head_dim(), loop.cfg.seq);
-    loop.log.peak_flops = device_peak_flops(device, loop.trainer.model.precision().act).flops;
+    loop.log.peak_flops = device_peak_flops(device, loop.trainer.model.precision().act,
+                                             loop.trainer.model.precision().tf32).flops;
     loop.log.num_devices = num_devices;
     loop.log.device = device;
     loop.log.jsonl_path = loop.cfg.log_jsonl;

@@ -7,7 +7,8 @@
 // merges the threads' pairs. That needs one read of the row for the log-sum-exp instead of two, and the
 // (N, V) probabilities are never stored: the gradient (softmax - onehot) * grad_scale is written straight
 // into dlogits, which may be the logits buffer itself.
-// The per-row losses are summed in double by one block in a fixed order, so the loss is deterministic.
+// The per-row losses are summed in double by one block in a fixed order, so the loss is deterministic;
+// the sum and the bad-target flag come back in one device -> host copy, the call's only wait.
 // Tested by tests/00_common/test_cuda.cpp (`build/bin/tests_00 -tc='*cuda*cross*'` on a machine with a GPU).
 #include <climits>
 
@@ -81,23 +82,28 @@ double cross_entropy_forward_backward(const Tensor& logits, const Tensor& target
                                       float grad_scale, int32_t ignore_index, Tensor& losses) {
     const int64_t N = logits.size(0), V = logits.size(1);
     if (N == 0) return 0.0;
-    CHECK(N < INT_MAX, "cross_entropy: %ld rows exceed the kernel's int row index", (long)N);
-    Tensor ws = workspace(N * sizeof(double) + sizeof(int));  // per-row losses (N) double, then a flag
+    constexpr int kNoBadRow = 0x7f7f7f7f;  // what a memset of 0x7f bytes writes: above every row index
+    CHECK(N < kNoBadRow, "cross_entropy: %ld rows exceed the kernel's int row index", (long)N);
+    // per-row losses (N doubles), then what the host reads: the sum and the first bad row, in ONE copy
+    Tensor ws = workspace((N + 2) * sizeof(double));
     double* row_loss = (double*)ws.data();
-    int* first_bad_row = (int*)(row_loss + N);
-    const int no_bad_row = INT_MAX;
-    memcpy_any(first_bad_row, &no_bad_row, sizeof(int));
+    struct Result {
+        double sum;
+        int first_bad_row, pad;
+    };
+    Result* result = (Result*)(row_loss + N);
+    CUDA_CHECK(cudaMemsetAsync(&result->first_bad_row, 0x7f, sizeof(int), 0));
     cross_entropy_kernel<<<(unsigned)N, kThreads>>>(logits.ptr<float>(), targets.ptr<int32_t>(),
                                                     dlogits.defined() ? dlogits.ptr<float>() : nullptr,
                                                     losses.defined() ? losses.ptr<float>() : nullptr, row_loss,
-                                                    first_bad_row, V, grad_scale, ignore_index);
+                                                    &result->first_bad_row, V, grad_scale, ignore_index);
     KERNEL_CHECK();
-    const double sum = sum_doubles_to_host(row_loss, N);
-    int bad = 0;
-    memcpy_any(&bad, first_bad_row, sizeof(int));
-    CHECK(bad == no_bad_row, "cross_entropy: target of row %d is outside [0, %ld) and is not ignore_index %d", bad,
-          (long)V, ignore_index);
-    return sum;
+    sum_doubles(row_loss, N, &result->sum);
+    Result r;
+    copy_to_host(&r, result, sizeof r);  // the step's one wait for the loss: the value the log prints
+    CHECK(r.first_bad_row >= N, "cross_entropy: target of row %d is outside [0, %ld) and is not ignore_index %d",
+          r.first_bad_row, (long)V, ignore_index);
+    return r.sum;
 }
 
 }  // namespace penta::cuda

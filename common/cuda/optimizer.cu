@@ -3,7 +3,8 @@
 // Playbook: "Memory usage in Transformers" (AdamW keeps two fp32 moments per parameter: the 2·4Ψ bytes of
 // optimizer state) and the training-step chapter (clip by the global norm, then step).
 // sum_squares is a deterministic two-pass reduction: a fixed number of blocks (a function of n only) each
-// write one partial sum, then one block adds the partials in a fixed order, all in double. Atomics would
+// write one partial sum, then one block adds the partials in a fixed order, all in double; over a list of
+// tensors (AdamW's global norm) every tensor's partials go into one buffer, added by one kernel. Atomics would
 // add in whatever order blocks finish, and the grad norm — hence the clipped step — would change from run
 // to run.
 // Tested by tests/00_common/test_cuda.cpp (`build/bin/tests_00 -tc='*cuda*'` on a machine with a GPU).
@@ -49,25 +50,44 @@ __global__ void sum_doubles_kernel(const double* v, int64_t n, double* out) {
 
 }  // namespace
 
+void sum_doubles(const double* v, int64_t n, double* out) {
+    sum_doubles_kernel<<<1, kThreads>>>(v, n, out);
+    KERNEL_CHECK();
+}
+
 double sum_doubles_to_host(const double* v, int64_t n) {
     Tensor ws = workspace(sizeof(double));
     double* out = (double*)ws.data();
-    sum_doubles_kernel<<<1, kThreads>>>(v, n, out);
-    KERNEL_CHECK();
+    sum_doubles(v, n, out);
     double result = 0;
-    memcpy_any(&result, out, sizeof(double));
+    copy_to_host(&result, out, sizeof(double));
     return result;
 }
 
-double sum_squares(const Tensor& x) {
-    const int64_t n = x.numel();
-    if (n == 0) return 0.0;
-    const int blocks = std::min(grid_for(n), kMaxPartials);
-    Tensor ws = workspace(blocks * sizeof(double));
+namespace {
+int partial_blocks(int64_t n) { return std::min(grid_for(n), kMaxPartials); }
+}  // namespace
+
+double sum_squares(const Tensor& x) { return cuda::sum_squares(std::vector<Tensor>{x}); }
+
+// One partial-sum kernel per tensor into one buffer of partials, one kernel adding them all, one copy:
+// the global grad norm costs the step a single wait however many tensors it covers.
+double sum_squares(const std::vector<Tensor>& xs) {
+    int64_t total = 0;
+    for (const Tensor& x : xs) total += x.numel() ? partial_blocks(x.numel()) : 0;
+    if (total == 0) return 0.0;
+    Tensor ws = workspace(total * sizeof(double));
     double* partial = (double*)ws.data();
-    sum_squares_partial_kernel<<<blocks, kThreads>>>(x.ptr<float>(), n, partial);
-    KERNEL_CHECK();
-    return sum_doubles_to_host(partial, blocks);
+    int64_t at = 0;
+    for (const Tensor& x : xs) {
+        const int64_t n = x.numel();
+        if (n == 0) continue;
+        const int blocks = partial_blocks(n);
+        sum_squares_partial_kernel<<<blocks, kThreads>>>(x.ptr<float>(), n, partial + at);
+        KERNEL_CHECK();
+        at += blocks;
+    }
+    return sum_doubles_to_host(partial, total);
 }
 
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWConfig& cfg, int step,
