@@ -7,9 +7,11 @@
 //    cblas_sgemm on the same shapes — the difference is our overhead, which should be ~0.
 //    Then one 32 x 32 x 32 tile product both ways, A @ B and A @ B^T: OpenBLAS's small-matrix kernel for
 //    the second is much slower, which is why the CPU attention transposes K and V tiles first.
+//    On a GPU: larger shapes (a ~1B Llama's linears), fp32 beside TF32 (Tf32Scope, what --tf32 runs).
 // 2. Attention: the naive version (materialises the T x T probabilities) vs the tiled online-softmax
 //    version (playbook: "Flash attention"), forward and backward, at a few sequence lengths, and at the
-//    shape chapter 01 trains `small` with (16 sequences of 32 tokens, 8 heads of 32).
+//    shape chapter 01 trains `small` with (16 sequences of 32 tokens, 8 heads of 32). On a GPU also the
+//    tensor-core (bf16) kernels beside the f32 ones at ~1B / ~8B Llama attention shapes, in TFLOP/s.
 // 3. The other ops of one training step of `small` on the CPU (16 x 32 tokens, hidden 256, ffn 704,
 //    vocab 256, 3.0M parameters): where a step spends the time its GEMMs do not.
 #include <cblas.h>
@@ -48,24 +50,31 @@ static Tensor rnd(const Shape& s, uint64_t seed, Device dev) {
 }
 
 static void bench_gemm(Device dev, int reps) {
+    const bool gpu = dev != Device::cpu;
     std::printf("\nGEMM (f32, C = A @ B^T as in a linear layer), best of %d\n", reps);
-    std::printf("%-22s %14s %14s\n", "M x N x K", "ours GFLOP/s", dev == Device::cpu ? "cblas GFLOP/s" : "");
-    const int shapes[][3] = {{256, 256, 256}, {512, 768, 256}, {1024, 1024, 1024}, {2048, 704, 256}, {512, 4096, 1024}};
-    for (auto& s : shapes) {
+    std::printf("%-24s %14s %14s\n", "M x N x K", "ours GFLOP/s", gpu ? "ours TF32" : "cblas GFLOP/s");
+    // GPU shapes: a ~1B Llama's linears at 4096 tokens (hidden 2048, ffn 8192, vocab 128256), and a square one
+    const int cpu_shapes[][3] = {{256, 256, 256}, {512, 768, 256}, {1024, 1024, 1024}, {2048, 704, 256}, {512, 4096, 1024}};
+    const int gpu_shapes[][3] = {{4096, 4096, 4096}, {8192, 2048, 2048}, {4096, 8192, 2048}, {4096, 128256, 2048}};
+    const int n_shapes = gpu ? 4 : 5;
+    for (int i = 0; i < n_shapes; i++) {
+        const int* s = gpu ? gpu_shapes[i] : cpu_shapes[i];
         int M = s[0], N = s[1], K = s[2];
         Tensor A = rnd({M, K}, 1, dev), B = rnd({N, K}, 2, dev), C = Tensor::empty({M, N}, DType::f32, dev, Tag::workspace);
         double flops = 2.0 * M * N * K;
         double ours = best_seconds(reps, dev, [&] { matmul(A, B, C, false, true); });
         char label[64];
         std::snprintf(label, sizeof label, "%d x %d x %d", M, N, K);
-        if (dev == Device::cpu) {
+        if (!gpu) {
             double raw = best_seconds(reps, dev, [&] {
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A.ptr<float>(), K,
                             B.ptr<float>(), K, 0.0f, C.ptr<float>(), N);
             });
-            std::printf("%-22s %14.1f %14.1f\n", label, flops / ours * 1e-9, flops / raw * 1e-9);
+            std::printf("%-24s %14.1f %14.1f\n", label, flops / ours * 1e-9, flops / raw * 1e-9);
         } else {
-            std::printf("%-22s %14.1f\n", label, flops / ours * 1e-9);
+            const Tf32Scope tf32(true);  // what --tf32 runs: the same call on TF32 tensor cores
+            double t = best_seconds(reps, dev, [&] { matmul(A, B, C, false, true); });
+            std::printf("%-24s %14.1f %14.1f\n", label, flops / ours * 1e-9, flops / t * 1e-9);
         }
     }
     if (dev != Device::cpu) return;
@@ -107,6 +116,42 @@ static void bench_attention(Device dev, int reps) {
         std::snprintf(label, sizeof label, "%ld x %ld, %ld", (long)B, (long)T, (long)hd);
         std::printf("%-14s %12.3f %12.3f %12.3f %12.3f %16ld\n", label, nf * 1e3, tf * 1e3, nb * 1e3, tb * 1e3,
                     (long)probs.nbytes());
+    }
+}
+
+// The tensor-core kernels (bf16) beside the f32 thread-per-row ones at the attention shapes of ~1B and ~8B
+// Llamas (32 query heads, 8 kv heads, head dim 64 / 128), causal: FLOPs 4·B·nh·T²·hd / 2 forward, 2.5x that
+// backward. tools/torch_gpu_bench.py times scaled_dot_product_attention at the same shapes.
+static void bench_attention_tc(int reps) {
+    std::printf("\nCausal attention on the GPU, tiled: f32 (thread per row) vs bf16 (tensor cores), best of %d\n", reps);
+    std::printf("%-22s %10s %10s %10s %10s %10s %10s\n", "B x T, nh/nkv, hd", "f32 fwd ms", "f32 bwd ms", "bf16 fwd",
+                "bf16 bwd", "fwd TF/s", "bwd TF/s");
+    const int64_t shapes[][5] = {{4, 1024, 32, 8, 64}, {2, 2048, 32, 8, 128}, {1, 4096, 32, 8, 64}};
+    const Device dev = Device::cuda;
+    for (auto& s : shapes) {
+        const int64_t B = s[0], T = s[1], nh = s[2], nkv = s[3], hd = s[4];
+        double ms[2][2];
+        for (int low = 0; low < 2; low++) {
+            const DType dt = low ? DType::bf16 : DType::f32;
+            auto as = [&](const Tensor& x) {
+                if (dt == DType::f32) return x;
+                Tensor y = Tensor::empty(x.shape, dt, dev, Tag::workspace);
+                convert(y, x);
+                return y;
+            };
+            Tensor q = as(rnd({B, T, nh, hd}, 3, dev)), k = as(rnd({B, T, nkv, hd}, 4, dev)), v = as(rnd({B, T, nkv, hd}, 5, dev));
+            Tensor dout = as(rnd(q.shape, 6, dev)), o = Tensor::empty(q.shape, dt, dev, Tag::workspace);
+            Tensor lse = Tensor::empty({B, nh, T}, DType::f32, dev, Tag::workspace);
+            Tensor dq = Tensor::zeros(q.shape, dt, dev, Tag::workspace), dk = Tensor::zeros(k.shape, dt, dev, Tag::workspace),
+                   dv = Tensor::zeros(k.shape, dt, dev, Tag::workspace);
+            ms[low][0] = 1e3 * best_seconds(reps, dev, [&] { attention_forward_tiled(q, k, v, o, lse); });
+            ms[low][1] = 1e3 * best_seconds(reps, dev, [&] { attention_backward_tiled(dout, q, k, v, o, lse, dq, dk, dv); });
+        }
+        const double flops = 4.0 * B * nh * T * T * hd / 2;
+        char label[48];
+        std::snprintf(label, sizeof label, "%ld x %ld, %ld/%ld, %ld", (long)B, (long)T, (long)nh, (long)nkv, (long)hd);
+        std::printf("%-22s %10.3f %10.3f %10.3f %10.3f %10.1f %10.1f\n", label, ms[0][0], ms[0][1], ms[1][0], ms[1][1],
+                    flops / ms[1][0] * 1e-9, 2.5 * flops / ms[1][1] * 1e-9);
     }
 }
 
@@ -168,6 +213,7 @@ int main(int argc, char** argv) {
         std::printf("bench_ops on %s\n", device.c_str());
         bench_gemm(dev, reps);
         bench_attention(dev, reps);
+        if (dev == Device::cuda) bench_attention_tc(reps);
         bench_step_ops(dev, reps);
         return 0;
     });

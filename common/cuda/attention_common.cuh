@@ -52,4 +52,10 @@ __device__ __forceinline__ float attn_prob(float scaled_score, float lse, bool v
 // attention_naive.cu.
 void attention_delta(const AttnDims& a, const float* dout, const float* out, float* D);
 
+// The tiled (flash) attention of bf16 / f16 tensors on tensor cores (attention_tc.cu): what
+// attention_forward_tiled / attention_backward_tiled run for those dtypes.
+void attention_forward_tc(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse, AttnSpan span);
+void attention_backward_tc(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                           const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv, AttnSpan span);
+
 }  // namespace penta::cuda

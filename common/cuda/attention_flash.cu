@@ -7,7 +7,8 @@
 // m', the old l and acc are rescaled by exp(m - m'). At the end out = acc / l and lse = m + log l, the
 // statistic backward (and context parallelism's merge of partial results) needs.
 //
-// Kernels (thread per row — the simple mapping; 10_kernels shows the tensor-core version):
+// Kernels (thread per row — the simple mapping, and the f32 reference path; bf16 / f16 tensors go to the
+// tensor-core kernels of attention_tc.cu):
 // - forward: block = (64 queries, head, batch); thread t owns query t of the tile.
 // - backward, as two kernels that recompute P instead of exchanging partial sums with atomics
 //   (deterministic; FA2 instead accumulates dQ with atomicAdd from its key-tile blocks):
@@ -238,15 +239,19 @@ __global__ void flash_backward_dq_kernel(const float* q, const float* k, const f
 }
 
 // Dynamic shared memory above 48 KB must be requested per kernel; the device caps it (A100 ~163 KB,
-// H100 ~227 KB), which bounds the head dim these thread-per-row kernels accept.
-template <class Kernel>
-void allow_shared_memory(Kernel kernel, size_t bytes, const AttnDims& a) {
+// H100 ~227 KB), which bounds the head dim these thread-per-row kernels accept. Asked for only when a call
+// needs more than the kernel was last allowed (the device queries are not free, and a step calls often).
+template <auto kernel>
+void allow_shared_memory(size_t bytes, const AttnDims& a) {
+    static size_t allowed = 48 * 1024;
+    if (bytes <= allowed) return;
     int dev = 0, limit = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     CHECK(bytes <= (size_t)limit, "attention_tiled: head dim %ld needs %zu bytes of shared memory per block, the GPU "
           "allows %d", (long)a.hd, bytes, limit);
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    allowed = bytes;
 }
 
 // one thread per (b, head, t) row: context parallelism's merge of a partial result (ops.hpp)
@@ -269,10 +274,11 @@ __global__ void merge_kernel(float* out, float* lse, const float* out_part, cons
 
 void attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
                              AttnSpan span) {
+    if (q.dtype != DType::f32) return attention_forward_tc(q, k, v, out, lse, span);  // bf16 / f16: tensor cores
     const AttnDims a = attn_dims(q, k, span);
     if (a.B * a.nh * a.Tq == 0) return;
     const size_t smem = sizeof(float) * (size_t)a.hd * (2 * (kRows + 1) + 2 * kTile);
-    allow_shared_memory(flash_forward_kernel, smem, a);
+    allow_shared_memory<flash_forward_kernel>(smem, a);
     const dim3 grid((unsigned)((a.Tq + kRows - 1) / kRows), (unsigned)a.nh, (unsigned)a.B);
     flash_forward_kernel<<<grid, kRows, smem>>>(q.ptr<float>(), k.ptr<float>(), v.ptr<float>(), out.ptr<float>(),
                                                 lse.ptr<float>(), a);
@@ -282,6 +288,7 @@ void attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor& v, 
 void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& out, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv,
                               AttnSpan span) {
+    if (q.dtype != DType::f32) return attention_backward_tc(dout, q, k, v, out, lse, dq, dk, dv, span);
     const AttnDims a = attn_dims(q, k, span);
     if (a.B * a.nh * a.Tq == 0 || a.Tk == 0) return;
     Tensor ws = workspace(a.B * a.nh * a.Tq * sizeof(float));
@@ -289,7 +296,7 @@ void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor&
     attention_delta(a, dout.ptr<float>(), out.ptr<float>(), D);
 
     const size_t smem_kv = sizeof(float) * ((size_t)a.hd * (4 * (kTile + 1) + 2 * kTile) + 2 * kTile);
-    allow_shared_memory(flash_backward_dkdv_kernel, smem_kv, a);
+    allow_shared_memory<flash_backward_dkdv_kernel>(smem_kv, a);
     const dim3 grid_kv((unsigned)((a.Tk + kTile - 1) / kTile), (unsigned)a.nkv, (unsigned)a.B);
     flash_backward_dkdv_kernel<<<grid_kv, kTile, smem_kv>>>(q.ptr<float>(), k.ptr<float>(), v.ptr<float>(),
                                                             dout.ptr<float>(), lse.ptr<float>(), D, dk.ptr<float>(),
@@ -297,7 +304,7 @@ void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor&
     KERNEL_CHECK();
 
     const size_t smem_q = sizeof(float) * (size_t)a.hd * (3 * (kRows + 1) + 2 * kTile);
-    allow_shared_memory(flash_backward_dq_kernel, smem_q, a);
+    allow_shared_memory<flash_backward_dq_kernel>(smem_q, a);
     const dim3 grid_q((unsigned)((a.Tq + kRows - 1) / kRows), (unsigned)a.nh, (unsigned)a.B);
     flash_backward_dq_kernel<<<grid_q, kRows, smem_q>>>(q.ptr<float>(), k.ptr<float>(), v.ptr<float>(),
                                                         dout.ptr<float>(), lse.ptr<float>(), D, dq.ptr<float>(), a);
