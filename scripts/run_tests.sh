@@ -15,7 +15,8 @@
 # lines name every run that failed ("FAILED: tests_05, 4-rank run: exited by signal 11 (SEGV)"), then
 # "total: N passed, N failed, N skipped"; the exit status is 0 only when nothing failed.
 # Environment: MPIRUN (from the Makefile: as root --allow-run-as-root; --oversubscribe), MPI=0|1,
-# PENTA_TEST_TIMEOUT; scripts also see BIN (the Makefile's folder of programs and test binaries).
+# PENTA_TEST_TIMEOUT, PENTA_TEST_CASES (a doctest -tc filter added to every binary's runs: gpu_check.sh
+# runs '*cuda*,*nccl*'); scripts also see BIN (the Makefile's folder of programs and test binaries).
 # The runner's own test: tests/tooling/runner_test.sh.
 set -uo pipefail
 if [ $# = 0 ]; then
@@ -117,6 +118,7 @@ run_binary() {
         filter=$(grep -E " np$k\$" <<<"$suites" | paste -sd, -)
         echo "=== $name, $k rank(s): $filter"
         if [ "${MPI:-1}" = 0 ]; then cmd=("$bin"); else cmd=($mpirun_cmd -np "$k" "$bin"); fi
+        [ -n "${PENTA_TEST_CASES:-}" ] && cmd+=(-tc="$PENTA_TEST_CASES")
         run_counted "$name, $k-rank run" "${cmd[@]}" --no-colors -ts="$filter"
     done
 }

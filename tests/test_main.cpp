@@ -8,6 +8,7 @@
 #include "testing.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -57,6 +58,14 @@ struct OutcomeListener : doctest::IReporter {
     void test_case_skipped(const doctest::TestCaseData&) override {}
 };
 }  // namespace
+
+void check_gpu_test_name() {
+    std::string lower = g_current;
+    for (char& c : lower) c = (char)std::tolower((unsigned char)c);
+    CHECK_MESSAGE((lower.find("cuda") != std::string::npos || lower.find("nccl") != std::string::npos),
+                  "the GPU test \"" << g_current << "\" must say cuda or NCCL in its name (scripts/gpu_check.sh "
+                  "selects GPU tests by name)");
+}
 
 void mark_skipped(const std::string& reason) {
     g_current_skipped = true;

@@ -33,6 +33,16 @@ void mark_skipped(const std::string& reason);
         return;                                     \
     } while (0)
 
+// A test that needs a GPU starts with SKIP_WITHOUT_GPU(). Its name must say "cuda" or "nccl" (any case):
+// that is how scripts/gpu_check.sh selects every GPU test of every test binary (-tc='*cuda*,*nccl*'), so a
+// GPU test named otherwise fails here, on any machine, instead of being left out there.
+void check_gpu_test_name();
+#define SKIP_WITHOUT_GPU()                                                    \
+    do {                                                                      \
+        ::penta::testing::check_gpu_test_name();                              \
+        if (!::penta::cuda_available()) SKIP_TEST("no CUDA device");          \
+    } while (0)
+
 // Largest |a-b| / max(|b|, floor) over all elements (b is the reference).
 double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b, double floor = 1e-3);
 // CHECKs same size and every |a-b| <= atol + rtol*|b|; on failure names `what`, the worst index and values.

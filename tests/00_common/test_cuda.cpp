@@ -156,7 +156,7 @@ const AttnCase kAttnCases[] = {
 TEST_SUITE("ch00 np1") {
 
 TEST_CASE("cuda memory: zeros, copies across devices, accounting") {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    SKIP_WITHOUT_GPU();
     const int64_t before = mem_stats(Device::cuda).total_current;
     Tensor z = Tensor::zeros({3, 5}, DType::f32, Device::cuda, Tag::activations);
     CHECK(mem_stats(Device::cuda).total_current == before + 60);
@@ -169,7 +169,7 @@ TEST_CASE("cuda memory: zeros, copies across devices, accounting") {
 }
 
 TEST_CASE("cuda matmul and linear match cpu") {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    SKIP_WITHOUT_GPU();
     const int64_t M = 5, K = 7, N = 9;
     for (int tA = 0; tA < 2; tA++)
         for (int tB = 0; tB < 2; tB++)
@@ -196,7 +196,7 @@ TEST_CASE("cuda matmul and linear match cpu") {
 }
 
 TEST_CASE("cuda embedding matches cpu") {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    SKIP_WITHOUT_GPU();
     const int64_t V = 11, h = 300, start = 3;
     Tensor tokens = random_tokens({40}, 16, 30);  // ids 0..15: some outside this shard [3, 14), many repeats
     Tensor table = random_tensor({V, h}, 31), dout = random_tensor({40, h}, 32), dtable = random_tensor({V, h}, 33);
@@ -211,7 +211,7 @@ TEST_CASE("cuda embedding matches cpu") {
 }
 
 TEST_CASE("cuda rmsnorm matches cpu") {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    SKIP_WITHOUT_GPU();
     for (int64_t N : {3, 100}) {  // 100 rows > the 64 row groups of the dw reduction
         const int64_t h = 300;    // > one block of threads per row
         Tensor x = random_tensor({N, h}, 40), w = random_tensor({h}, 41), dy = random_tensor({N, h}, 42);
@@ -230,7 +230,7 @@ TEST_CASE("cuda rmsnorm matches cpu") {
 }
 
 TEST_CASE("cuda rope matches cpu, in place too") {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    SKIP_WITHOUT_GPU();
     Tensor x = random_tensor({2, 5, 3, 16}, 50), pos = Tensor::from_host_i32({7, 3, 0, 12, 30}, {5}, Device::cpu);
     Tensor out = Tensor::empty(x.shape, DType::f32, Device::cpu, Tag::workspace), gout = on_gpu(out);
     Tensor gx = on_gpu(x), gpos = on_gpu(pos);
@@ -246,7 +246,7 @@ TEST_CASE("cuda rope matches cpu, in place too") {
 }
 
 TEST_CASE("cuda swiglu matches cpu") {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    SKIP_WITHOUT_GPU();
     Tensor gate = random_tensor({7, 33}, 60, 3.0f), up = random_tensor({7, 33}, 61), dout = random_tensor({7, 33}, 62);
     Tensor out = Tensor::empty(gate.shape, DType::f32, Device::cpu, Tag::workspace), gout = on_gpu(out);
     swiglu_forward(gate, up, out);
@@ -262,7 +262,7 @@ TEST_CASE("cuda swiglu matches cpu") {
 }
 
 TEST_CASE("cuda cross entropy matches cpu, dlogits aliasing logits") {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    SKIP_WITHOUT_GPU();
     const int64_t N = 6, V = 1000;
     Tensor logits = random_tensor({N, V}, 70, 2.0f);
     std::vector<int32_t> t = random_tokens({N}, (int32_t)V, 71).to_host_i32();
@@ -286,7 +286,7 @@ TEST_CASE("cuda cross entropy matches cpu, dlogits aliasing logits") {
 }
 
 TEST_CASE("cuda adamw, sum_squares and elementwise ops match cpu") {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    SKIP_WITHOUT_GPU();
     Tensor p = random_tensor({1000}, 80), m = random_tensor({1000}, 81, 0.1f);
     Tensor v = Tensor::zeros({1000}, DType::f32, Device::cpu, Tag::workspace);  // a second moment is >= 0
     Tensor gp = on_gpu(p), gm = on_gpu(m), gv = on_gpu(v);
@@ -328,7 +328,7 @@ TEST_CASE("cuda adamw, sum_squares and elementwise ops match cpu") {
 }
 
 TEST_CASE("cuda dtype conversions are bit-exact with the host conversions") {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    SKIP_WITHOUT_GPU();
     for (DType t : {DType::bf16, DType::f16, DType::e4m3, DType::e5m2}) {
         std::vector<float> vals = conversion_sweep(t);
         Tensor src = Tensor::from_host(vals, {(int64_t)vals.size()}, Device::cpu);
@@ -348,7 +348,7 @@ TEST_CASE("cuda dtype conversions are bit-exact with the host conversions") {
 }
 
 TEST_CASE("cuda init_normal matches cpu, shards included") {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    SKIP_WITHOUT_GPU();
     struct Shard { Shape shape; int64_t row0, col0, full_cols; };
     for (const Shard& s : {Shard{{6, 10}, 2, 5, 25}, Shard{{64, 33}, 0, 0, -1}, Shard{{1000}, 0, 0, -1}}) {
         Tensor x = Tensor::empty(s.shape, DType::f32, Device::cpu, Tag::workspace), gx = on_gpu(x);
@@ -359,7 +359,7 @@ TEST_CASE("cuda init_normal matches cpu, shards included") {
 }
 
 TEST_CASE("cuda attention (naive and tiled) matches cpu") {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    SKIP_WITHOUT_GPU();
     for (const AttnCase& c : kAttnCases) {
         check_attention(c, false, true);
         check_attention(c, false, false);
@@ -379,7 +379,7 @@ TEST_CASE("cuda attention (naive and tiled) matches cpu") {
 }
 
 TEST_CASE("cuda attention_merge (context parallelism's lse merge) matches cpu, -inf rows included") {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    SKIP_WITHOUT_GPU();
     const int64_t B = 2, T = 5, nh = 3, hd = 4;
     std::vector<float> lse = random_tensor({B, nh, T}, 11).to_host(), lse_p = random_tensor({B, nh, T}, 12).to_host();
     lse[0] = -INFINITY, lse_p[1] = -INFINITY;  // a row merged for the first time; a part that saw no key

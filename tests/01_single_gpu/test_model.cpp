@@ -196,7 +196,7 @@ TEST_CASE("model: an untrained model's loss is about ln(vocab)") {
 }
 
 TEST_CASE("model: on CUDA the same loss and gradients as on the CPU") {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    SKIP_WITHOUT_GPU();
     const LlamaConfig cfg = tiny(true);
     Batch b = make_batch(kB, kT, cfg.vocab, 81);
     for (AttentionKernel k : {AttentionKernel::naive, AttentionKernel::flash}) {

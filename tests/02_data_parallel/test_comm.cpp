@@ -488,7 +488,7 @@ void ring_all_reduce_sends_ring_bytes() {
 
 // The MPI backend stages device tensors through host memory; the results must be the host results.
 void mpi_backend_stages_cuda_tensors() {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    SKIP_WITHOUT_GPU();
     auto comm = world();
     const int K = comm->size(), r = comm->rank(), next = (r + 1) % K, prev = (r + K - 1) % K;
     const int64_t M = 4099, start = part_start(M, K, r), n = part_count(M, K, r);

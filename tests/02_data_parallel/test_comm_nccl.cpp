@@ -19,7 +19,7 @@ TEST_CASE("NCCL backend on one GPU: collectives, send/recv batching, split, coun
 #if !defined(PENTA_NCCL)
     SKIP_TEST("built without NCCL");
 #else
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    SKIP_WITHOUT_GPU();
     auto comm = make_world_comm(CommBackend::nccl);
     REQUIRE(comm->backend() == CommBackend::nccl);
     REQUIRE(comm->size() == 1);
