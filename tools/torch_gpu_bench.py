@@ -13,7 +13,6 @@ tokens/s, MFU with pentatron's FLOP count (6 N_matmul + 12 L h T per token), pea
 kernels of one profiled step. Figures only: it asserts nothing.
 """
 import argparse
-import math
 import statistics
 import sys
 import time
@@ -54,7 +53,6 @@ def ops():
             b = torch.randn(N, K, device="cuda", dtype=dt)
             ms = cuda_ms(lambda: a @ b.t())
             row.append(2 * M * N * K / ms / 1e9)
-            del a, b
         torch.backends.cuda.matmul.allow_tf32 = False
         print(f"{f'{M} x {N} x {K}':>24} {row[0]:8.1f} {row[1]:8.1f} {row[2]:8.1f}")
     print("\nscaled_dot_product_attention, bf16, causal, GQA, median of 10")

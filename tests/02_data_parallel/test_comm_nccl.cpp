@@ -2,7 +2,8 @@
 // so on a one-GPU machine the group has one rank. That still runs every code path but the padded uneven
 // parts: creation (unique id, device choice), every collective, send/recv batching (a send to self and the
 // matching receive must go out as one NCCL group, or the GPU waits forever), split, the stream ordering of
-// wait(), counters and the error messages. Skipped without a GPU.
+// wait(), polling with test() (no error left for the next launch), the pool's cross-stream reuse rule,
+// counters and the error messages. Skipped without a GPU.
 //   build/bin/tests_02 -ts='ch02 np1' -tc='*NCCL*'
 #include "../../common/comm.hpp"
 #include "../testing.hpp"
@@ -46,6 +47,29 @@ TEST_CASE("NCCL backend on one GPU: collectives, send/recv batching, split, coun
     check_close(y.to_host(), twice, 0, 0, "a kernel after wait()");
     CommHandle t = comm->all_reduce_async(y);
     while (!t.test()) {
+    }
+    // A poll that finds an operation pending leaves no error behind (cuda_poll.hpp): the kernel launched
+    // next passes its launch check. Work queued on compute first keeps the all-reduce pending for a while.
+    {
+        Tensor slow = Tensor::zeros({int64_t(1) << 26}, DType::f32, Device::cuda, Tag::workspace);  // 256 MiB
+        for (int i = 0; i < 8; i++) scale_inplace(slow, 1.5f);
+        CommHandle p = comm->all_reduce_async(y);
+        int64_t pending = 0;
+        while (!p.test()) pending++;
+        scale_inplace(y, 1.0f);  // KERNEL_CHECK: "device not ready" here was the bug
+        MESSAGE("test() found the all-reduce pending " << pending << " times");
+        CHECK_NOTHROW(comm->all_reduce_scalar(1.0));
+    }
+    // A tensor an operation used goes back to the pool only behind an event on the comm stream
+    {
+        Tensor tmp = x.clone(Device::cuda, Tag::workspace);
+        const int64_t waiting = device_pool_stats().waiting;  // (no allocation from here on: none is collected)
+        comm->all_reduce(tmp);
+        tmp = Tensor();  // freed on the host while the comm stream may still run
+        CHECK(device_pool_stats().waiting == waiting + 1);
+        device_synchronize(Device::cuda);
+        Tensor next = Tensor::empty({1}, DType::f32, Device::cuda, Tag::workspace);  // an allocation collects them
+        CHECK(device_pool_stats().waiting == 0);
     }
     // ZeRO's layouts: the part is a view of the whole (in place), and a separate output
     Tensor whole = x.clone(Device::cuda, Tag::workspace), part = whole.flat(0, M);
