@@ -13,7 +13,8 @@
 #      its name, tests/testing.hpp enforces it), on every world size its suites name; each must pass, none
 #      may skip, and as many must run as the binaries list;
 #   4. compute-sanitizer: memcheck over the CUDA tests of tests_00, tests_01 and the one-rank NCCL test,
-#      racecheck and synccheck over tests_00's kernels (in the background, beside step 5);
+#      racecheck and synccheck over tests_00's kernels (in the background, beside steps 3 and 5: they are
+#      slow and share the GPU without changing what the others check; the bench waits for them);
 #   5. chapters 01-06 on the GPU, each beside the same command on the CPU (losses and grad norms per step
 #      within a tolerance): one rank through NCCL, and two ranks through NCCL when there are two GPUs, else
 #      through MPI on the shared GPU;
@@ -212,6 +213,39 @@ else
     mpi_works=$mpi
 fi
 
+# ---- 4. compute-sanitizer, started first in the background (slow) beside steps 3 and 5 ----------------
+san=$(command -v compute-sanitizer || ls "$cuda_home"/bin/compute-sanitizer "$cuda_home"/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)
+san_verdicts=$logs/sanitizer.verdicts
+: >"$san_verdicts"
+if [ -z "$san" ]; then
+    verdict NOT-RUN sanitizers "no compute-sanitizer in PATH or $cuda_home"
+    san_pid=""
+else
+    sanitize() {  # sanitize TOOL NAME binary args...: a verdict line into $san_verdicts
+        local tool=$1 name=$2
+        shift 2
+        local counts
+        if timeout -k 10 150 env OMPI_MCA_plm=isolated "$san" --tool "$tool" --error-exitcode 99 --print-limit 20 "$@" \
+            --no-colors >"$logs/$name.log" 2>&1; then
+            # a clean exit proves nothing if the tests skipped (a sanitizer that hides the GPU): all must run
+            counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$logs/$name.log" | tail -n 1)
+            if [[ $counts =~ ^[1-9][0-9]*\ passed,\ 0\ failed,\ 0\ skipped$ ]]; then echo "PASS $name: $counts" >>"$san_verdicts"
+            else echo "FAIL $name: the tests under it did not all run: ${counts:-no summary} ($name.log)" >>"$san_verdicts"; fi
+        else
+            echo "FAIL $name: exit $? $(grep -m 2 -E '=========.*(Error|error|Race|Invalid|hazard|Barrier)' "$logs/$name.log" | tr -s ' ' | cut -c1-160 | tr '\n' ' ') ($name.log)" >>"$san_verdicts"
+        fi
+    }
+    (  # all at once: each is a small program, slowed down by its tool
+        sanitize memcheck memcheck_tests_00 "$bin/tests_00" -ts='ch00 np1' -tc='*cuda*' &
+        sanitize racecheck racecheck_tests_00 "$bin/tests_00" -ts='ch00 np1' -tc='*cuda*' &
+        sanitize synccheck synccheck_tests_00 "$bin/tests_00" -ts='ch00 np1' -tc='*cuda*' &
+        sanitize memcheck memcheck_tests_01 "$bin/tests_01" -ts='ch01 np1' -tc='*cuda*' &
+        sanitize memcheck memcheck_nccl "$bin/tests_02" -ts='ch02 np1' -tc='*nccl*,*cuda*' &
+        wait
+    ) &
+    san_pid=$!
+fi
+
 # ---- 3. every GPU test ----------------------------------------------------------------------------------
 filter='*cuda*,*nccl*'
 listed=0 listed_np1=0
@@ -232,34 +266,6 @@ elif [ "${s:-0}" != 0 ]; then verdict FAIL gpu_tests "$s skipped: $(grep -m 3 '^
 elif [ "${p:-0}" -lt "$expected" ] || [ "$expected" = 0 ]; then verdict FAIL gpu_tests "$p passed of $expected expected"
 else verdict PASS gpu_tests "$p passed"; fi
 [ "$mpi_works" = 1 ] || verdict NOT-RUN multi_rank_gpu_tests "$((listed - listed_np1)) multi-rank GPU tests need mpirun"
-
-# ---- 4. compute-sanitizer (in the background, beside the chapters: it is slow and mostly waits) ---------
-san=$(command -v compute-sanitizer || ls "$cuda_home"/bin/compute-sanitizer "$cuda_home"/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)
-san_verdicts=$logs/sanitizer.verdicts
-: >"$san_verdicts"
-if [ -z "$san" ]; then
-    verdict NOT-RUN sanitizers "no compute-sanitizer in PATH or $cuda_home"
-    san_pid=""
-else
-    sanitize() {  # sanitize TOOL NAME binary args...: a verdict line into $san_verdicts
-        local tool=$1 name=$2
-        shift 2
-        if timeout -k 10 200 env OMPI_MCA_plm=isolated "$san" --tool "$tool" --error-exitcode 99 --print-limit 20 "$@" \
-            --no-colors >"$logs/$name.log" 2>&1; then
-            echo "PASS $name" >>"$san_verdicts"
-        else
-            echo "FAIL $name: exit $? $(grep -m 2 -E '=========.*(Error|error|Race|Invalid|hazard|Barrier)' "$logs/$name.log" | tr -s ' ' | cut -c1-160 | tr '\n' ' ') ($name.log)" >>"$san_verdicts"
-        fi
-    }
-    (
-        sanitize memcheck memcheck_tests_00 "$bin/tests_00" -ts='ch00 np1' -tc='*cuda*'
-        sanitize racecheck racecheck_tests_00 "$bin/tests_00" -ts='ch00 np1' -tc='*cuda*'
-        sanitize memcheck memcheck_tests_01 "$bin/tests_01" -ts='ch01 np1' -tc='*cuda*'
-        sanitize memcheck memcheck_nccl "$bin/tests_02" -ts='ch02 np1' -tc='*nccl*,*cuda*'
-        sanitize synccheck synccheck_tests_00 "$bin/tests_00" -ts='ch00 np1' -tc='*cuda*'
-    ) &
-    san_pid=$!
-fi
 
 # ---- 5. the chapters on the GPU, each beside the CPU ----------------------------------------------------
 # chapter NAME NP TOL PROGRAM ARGS...: the program on the GPU and on the CPU with the same arguments; every
