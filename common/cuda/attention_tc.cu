@@ -36,6 +36,10 @@ namespace {
 using namespace nvcuda;
 
 constexpr int kWarpsTC = 4, kThreadsTC = 32 * kWarpsTC;
+// Forward and dq: two blocks per SM is what the shared memory allows at the larger head dims anyway;
+// saying so lets ptxas give a thread up to 255 registers (left to itself it capped the fp16 kernels near
+// 64 and spilled). dkdv keeps ptxas's own choice: with the bound it spilled at head dim 128.
+constexpr int kMinBlocksTC = 2;
 constexpr int kBlockRows = 16 * kWarpsTC;  // queries (forward, dq) or keys (dkdv) a block owns
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
@@ -213,7 +217,7 @@ __device__ __forceinline__ int64_t visible_keys(const AttnDims& a, int64_t i0) {
 }
 
 template <class T, int D>
-__global__ void __launch_bounds__(kThreadsTC) tc_forward_kernel(const T* __restrict__ q, const T* __restrict__ k,
+__global__ void __launch_bounds__(kThreadsTC, kMinBlocksTC) tc_forward_kernel(const T* __restrict__ q, const T* __restrict__ k,
                                                                  const T* __restrict__ v, T* __restrict__ out,
                                                                  float* __restrict__ lse, AttnDims a) {
     using L = QuerySmem<T, D, false>;
@@ -414,7 +418,7 @@ __global__ void __launch_bounds__(kThreadsTC) tc_dkdv_kernel(const T* __restrict
 }
 
 template <class T, int D>
-__global__ void __launch_bounds__(kThreadsTC) tc_dq_kernel(const T* __restrict__ q, const T* __restrict__ k,
+__global__ void __launch_bounds__(kThreadsTC, kMinBlocksTC) tc_dq_kernel(const T* __restrict__ q, const T* __restrict__ k,
                                                             const T* __restrict__ v, const T* __restrict__ dout,
                                                             const float* __restrict__ lse,
                                                             const float* __restrict__ Dl, T* __restrict__ dq,
