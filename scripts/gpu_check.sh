@@ -74,7 +74,7 @@ run() {
 }
 
 # ---- 0. a GPU and a compiler ----------------------------------------------------------------------------
-say "gpu_check $(date -u +%FT%TZ) on $(hostname), $(nproc) cores"
+say "gpu_check $(date -u +%FT%TZ) on $(uname -n), $(nproc) cores"
 if ! command -v nvidia-smi >/dev/null; then
     say "gpu_check: no GPU here: nvidia-smi is not installed (no NVIDIA driver); nothing was checked"
     rmdir "$logs"; exit 2
