@@ -6,7 +6,7 @@
 // exact in f32 in any order), random normals where the ring all-reduce meets a different summation order.
 // Sizes include 0, 1 and sizes that 2 and 4 do not divide (7, 1000 over 3 parts, 4099), since parts are
 // uneven then (comm.hpp: the first M % K ranks hold one element more).
-//   mpirun -np 4 build/bin/tests_02 -ts='ch02 np4' -tc='*all_reduce*'      (also np1, np2; `make test CH=02`)
+//   mpirun -np 4 build/bin/tests_02 -ts='ch02 np4' -tc='*all_reduce*'      (also np1, np2, np3; `make test CH=02`)
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -614,4 +614,8 @@ TEST_CASE("parse_comm_backend names the flag") {
 
 TEST_SUITE("ch02 np1") { COMM_CASES(COMM_CASE) }
 TEST_SUITE("ch02 np2") { COMM_CASES(COMM_CASE) }
+// 3 ranks: a ring where rank r's neighbours differ from each other and from r's mirror (at 2 ranks next ==
+// prev, so a reversed ring or a wrong neighbour goes unseen), and sizes that 3 does not divide (4099, 1000,
+// 7: uneven parts, the first M % 3 one longer), so an offset that assumes equal parts fails here
+TEST_SUITE("ch02 np3") { COMM_CASES(COMM_CASE) }
 TEST_SUITE("ch02 np4") { COMM_CASES(COMM_CASE) }
