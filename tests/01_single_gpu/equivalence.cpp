@@ -70,7 +70,8 @@ void check_same_training(const Trained& got, const Trained& ref, const LlamaConf
     INFO(what);
     REQUIRE(got.losses.size() == ref.losses.size());
     REQUIRE(got.norms.size() == ref.norms.size());
-    REQUIRE_MESSAGE(ref.reordered_params.size() == ref.params.size(), "the reference has no reordered run (train_reference makes it)");
+    REQUIRE_MESSAGE(ref.reordered_params.size() == ref.params.size(),
+                    "the reference has no reordered run (train_reference makes it)");
     double reorder_dev = 0;  // the reordered run's largest relative deviation in a loss or a norm
     for (size_t s = 0; s < ref.losses.size(); s++) {
         INFO("step " << s + 1 << ": loss " << got.losses[s] << " vs " << ref.losses[s] << ", grad norm "

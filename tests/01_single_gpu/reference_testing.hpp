@@ -24,7 +24,9 @@ struct ReferenceCase {
     const char* name;  // also the golden file's: tests/01_single_gpu/golden/<name>.json
     bool tied, far;
 };
-inline std::vector<ReferenceCase> reference_cases() { return {{"tied", true, false}, {"untied", false, false}, {"far", false, true}}; }
+inline std::vector<ReferenceCase> reference_cases() {
+    return {{"tied", true, false}, {"untied", false, false}, {"far", false, true}};
+}
 
 // Writes the dump of `rc` to `dir` (01_single_gpu's dump_reference: weights, batch, logits, loss, every
 // gradient, the weights after 5 AdamW steps with clipping).

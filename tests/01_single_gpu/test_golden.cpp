@@ -119,7 +119,8 @@ void check_against_golden(const std::string& dir, const std::string& path) {
     const json meta = read_json(dir + "/meta.json"), gold = read_json(path);
     INFO("golden file " << path);
     // 1. the inputs: the same test, or the file is stale
-    const std::vector<int32_t> tokens = read_bin<int32_t>(dir + "/tokens.bin"), targets = read_bin<int32_t>(dir + "/targets.bin");
+    const std::vector<int32_t> tokens = read_bin<int32_t>(dir + "/tokens.bin");
+    const std::vector<int32_t> targets = read_bin<int32_t>(dir + "/targets.bin");
     const std::vector<float> p0 = read_bin<float>(dir + "/params0.bin");
     const json& in = gold.at("inputs");
     const double ss0 = in.at("params0_sum_squares");
@@ -147,7 +148,8 @@ void check_against_golden(const std::string& dir, const std::string& path) {
         for (int64_t v = 0; v < V; v++) mx = std::max(mx, (double)z[v]);
         for (int64_t v = 0; v < V; v++) s += std::exp(z[v] - mx);
         const double lse = mx + std::log(s), loss = targets[n] >= 0 ? lse - z[targets[n]] : lse;
-        check_scalar(loss, row_loss[n], 1e-5 * std::fabs(row_loss[n]) + 1e-6, strfmt("token row %lld: its loss", (long long)n));
+        check_scalar(loss, row_loss[n], 1e-5 * std::fabs(row_loss[n]) + 1e-6,
+                     strfmt("token row %lld: its loss", (long long)n));
         check_scalar(sum_squares(z, V), row_ss[n], sum_squares_tolerance(row_ss[n], V, 1e-4, 1e-5),
                      strfmt("token row %lld: its logits' sum of squares", (long long)n));
     }
@@ -171,7 +173,8 @@ void check_against_golden(const std::string& dir, const std::string& path) {
     }
     const std::vector<double> ours = meta.at("step_losses"), ref = gold.at("step_losses");
     REQUIRE(ours.size() == ref.size());
-    for (size_t s = 0; s < ref.size(); s++) check_scalar(ours[s], ref[s], 1e-5 * std::fabs(ref[s]), strfmt("loss of step %zu", s + 1));
+    for (size_t s = 0; s < ref.size(); s++)
+        check_scalar(ours[s], ref[s], 1e-5 * std::fabs(ref[s]), strfmt("loss of step %zu", s + 1));
 }
 
 // removes a dump folder however the case ends (a failed REQUIRE included)

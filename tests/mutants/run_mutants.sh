@@ -52,6 +52,7 @@ parse() {  # parse FILE CH
     flush() {
         if [ "$have_minus" = 1 ]; then
             [ -n "$file" ] || die "$f:$n: an edit before any 'file:' line"
+            [ -n "$minus" ] || die "$f:$n: the text to replace is empty"
             m_edits[$cur]+="$file$US$minus$US$plus$RS"
         elif [ "$have_plus" = 1 ]; then
             die "$f:$n: '+' lines without the '-' lines they replace"
@@ -67,7 +68,8 @@ parse() {  # parse FILE CH
                 local head=${line#\#\# }
                 m_id+=("${head%%:*}") m_ch+=("$ch") m_desc+=("$(sed 's/^ *//' <<<"${head#*:}")") m_first+=("")
                 m_edits+=("") m_where+=("$f:$n")
-                [[ "${head%%:*}" =~ ^[a-z0-9][a-z0-9-]*$ ]] || die "$f:$n: the id '${head%%:*}' must be lower-case letters, digits and '-'"
+                [[ "${head%%:*}" =~ ^[a-z0-9][a-z0-9-]*$ ]] ||
+                    die "$f:$n: the id '${head%%:*}' must be lower-case letters, digits and '-'"
                 ;;
             "first: "*) [ "$cur" -ge 0 ] || die "$f:$n: 'first:' outside a variant"; m_first[$cur]=${line#first: } ;;
             "file: "*)
@@ -88,7 +90,8 @@ parse() {  # parse FILE CH
                 have_plus=1
                 ;;
             "" | "#"*) flush ;;
-            *) die "$f:$n: not understood (a line is '## id: what is wrong', 'first: ...', 'file: ...', '-old', '+new', '#...' or empty): $line" ;;
+            *) die "$f:$n: not understood (a line is '## id: what is wrong', 'first: ...', 'file: ...', '-old'," \
+                   "'+new', '#...' or empty): $line" ;;
         esac
     done <"$f"
     flush
@@ -122,7 +125,8 @@ trap 'rm -rf "$tmp"' EXIT
 git ls-files -co --exclude-standard -z | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
     xargs -0 -r cp -a --parents -t "$tmp"
 cp -a "$build" "$tmp/build"
-echo "mutants: ${#selected[@]} variant(s); scratch copy $tmp made in $((SECONDS - t0)) s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "mutants: ${#selected[@]} variant(s); scratch copy $tmp made in $((SECONDS - t0)) s" \
+     "(load average $(cut -d' ' -f1-3 /proc/loadavg))"
 unset MAKEFLAGS MFLAGS MAKELEVEL  # the outer make's flags are not the inner makes' business
 opts=(-C "$tmp" -j"$(getconf _NPROCESSORS_ONLN)" BUILD=build)  # (nproc would honour OMP_NUM_THREADS=1)
 for v in CUDA MPI DEBUG ARCH; do [ -n "${!v:-}" ] && opts+=("$v=${!v}"); done
@@ -155,7 +159,8 @@ first_error() {  # what failed first in $log: doctest's file:line and what it lo
          stop { exit }
          END { if (loc) print (msg ? loc ": " msg : err) }' "$log" | cut -c1-300
     grep -q -E ' ERROR: |: FATAL ERROR' "$log" ||
-        grep -E 'FAILED:|error:|Error|hung|signal|^[0-9]+ passed, [0-9]+ failed' "$log" | head -n 1 | sed -E 's/^[[:space:]]+//' | cut -c1-300
+        grep -E 'FAILED:|error:|Error|hung|signal|^[0-9]+ passed, [0-9]+ failed' "$log" | head -n 1 |
+        sed -E 's/^[[:space:]]+//' | cut -c1-300
 }
 
 # every first: run must pass on the pristine tree
@@ -165,13 +170,17 @@ for i in "${selected[@]}"; do
     first_usable "$spec" || continue
     [ -n "${first_ok[$spec]:-}" ] && continue
     bin=${spec%% *}
+    # a kill must come from the tests that grade the chapter: its own binary or common/'s
+    [ "$bin" = tests_00 ] || [ "$bin" = "tests_${m_ch[$i]}" ] ||
+        die "${m_where[$i]}: 'first: $spec' is not a test of make test CH=${m_ch[$i]} (tests_00 or tests_${m_ch[$i]})"
     make "${opts[@]}" "build/bin/$bin" >"$log" 2>&1 || die "building $bin in the scratch copy failed: $(tail -n 5 "$log")"
-    first_run "$spec" || die "'first: $spec' (${m_where[$i]}) does not pass on the pristine tree, so it proves nothing: $(first_error)"
+    first_run "$spec" ||
+        die "'first: $spec' (${m_where[$i]}) does not pass on the pristine tree, so it proves nothing: $(first_error)"
     first_ok[$spec]=1
 done
 
 # ---- one variant at a time -------------------------------------------------------------------------------
-declare -A pristine_ok  # chapter -> 0/1: make test CH=NN passes without any variant
+declare -A pristine_ok pristine_failed  # chapter -> 0/1: make test CH=NN passes without any variant; its FAILED lines
 killed=0 survived=0 broken=0
 report=()
 restore() {  # restore FILES...: the edited files and every build file changed since $tmp/.marker
@@ -231,11 +240,11 @@ for i in "${selected[@]}"; do
             echo "mutants: checking that make test CH=$ch passes without any variant"
             touch "$tmp/.marker"
             if full_run "$ch"; then pristine_ok[$ch]=1; else pristine_ok[$ch]=0; fi
-            pristine_failed=$(grep '^FAILED: ' "$log" | paste -sd';' - | cut -c1-300)
+            pristine_failed[$ch]=$(grep '^FAILED: ' "$log" | paste -sd';' - | cut -c1-300)
             restore
         fi
         [ "${pristine_ok[$ch]}" = 1 ] ||
-            verdict=BROKEN why="make test CH=$ch fails without any variant too ($pristine_failed): a kill proves nothing"
+            verdict=BROKEN why="make test CH=$ch fails without any variant too (${pristine_failed[$ch]}): a kill proves nothing"
     fi
     case $verdict in
         KILLED) killed=$((killed + 1)) ;;
@@ -249,7 +258,8 @@ done
 
 echo "mutants: the catalogue ($catalogue) against the tests, PyTorch hidden, $((SECONDS - t0)) s:"
 printf '  %s\n' "${report[@]}"
-[ "$survived" = 0 ] || echo "mutants: SURVIVED means the tests cannot tell that variant from the right code: add a test that fails on it"
+[ "$survived" = 0 ] ||
+    echo "mutants: SURVIVED means the tests cannot tell that variant from the right code: add a test that fails on it"
 [ "$broken" = 0 ] || echo "mutants: BROKEN means the catalogue entry no longer applies or builds: update it"
 echo "mutants: $killed killed, $survived survived, $broken broken, of ${#selected[@]}"
 echo "$killed passed, $((survived + broken)) failed, 0 skipped"
