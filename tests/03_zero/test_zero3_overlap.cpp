@@ -11,7 +11,6 @@
 // kGather per unit. The counts are exact, so the test says how much of the wait prefetch removed.
 // Playbook: "ZeRO-3: adding parameter partitioning" (prefetching the next layer's parameters).
 // Run: `make test CH=03`, or mpirun -np 2 build/bin/tests_03 -ts='ch03 np2' -tc='*overlap*'
-#include "../../02_data_parallel/data_parallel.hpp"
 #include "../../03_zero/zero.hpp"
 #include "../testing.hpp"
 
