@@ -3,6 +3,7 @@
 #   make              build the library, every chapter program and test binary (CPU; + CUDA when nvcc exists)
 #   make test         install missing packages, build everything, run every test (suites "chNN npK" on K ranks)
 #   make test CH=NN   build and test only what chapter NN rests on: common/'s tests (ch00) and chapter NN's
+#   make mutants [CH=NN]  the mutation harness: every known-wrong variant in tests/mutants/ must fail the tests
 #   make run          the main job on its embedded default
 #   make bench        benchmarks that print figures (GEMM, attention, training throughput)
 #   make clean
@@ -90,7 +91,7 @@ ifneq ($(CH),)
   endif
 endif
 
-.PHONY: all deps test run bench clean help
+.PHONY: all deps test mutants run bench clean help
 # keep the chapter objects make would otherwise delete as intermediates after linking
 .SECONDARY:
 all: $(CH_BINS) $(TEST_BINS) $(BENCH_BINS)
@@ -154,10 +155,18 @@ TEST_NUMS := $(if $(CH),$(sort 00 $(CH)),$(NUMS))
 TEST_RUNS := scripts/check_layering.sh \
              $(foreach n,$(TEST_NUMS),$(BIN)/tests_$n $(wildcard tests/$(n)_*/*_test.sh)) \
              $(if $(CH),,$(wildcard tests/tooling/*_test.sh))
-test: $(if $(CH),$(LIB) $(filter $(foreach n,$(call upto,$(CH)),$(BIN)/$(n)_%),$(CH_BINS)) \
+TEST_DEPS := $(if $(CH),$(LIB) $(filter $(foreach n,$(call upto,$(CH)),$(BIN)/$(n)_%),$(CH_BINS)) \
                  $(TEST_NUMS:%=$(BIN)/tests_%),all)
+test: $(TEST_DEPS)
 	@BIN=$(BIN) MPI=$(MPI) BUILD=$(BUILD) CUDA=$(CUDA) DEBUG=$(DEBUG) ARCH="$(ARCH)" \
 	 bash scripts/run_tests.sh $(TEST_RUNS)
+
+# The mutation harness (tests/mutants/README.md): each known-wrong variant of the concept code in
+# tests/mutants/NN_*.txt, one at a time in a scratch copy, must fail `make test CH=NN` (PyTorch hidden).
+# CH=NN: chapter NN's catalogue only; MUTANTS=id,id: only those variants.
+mutants: $(TEST_DEPS)
+	@BIN=$(BIN) MPI=$(MPI) BUILD=$(BUILD) CUDA=$(CUDA) DEBUG=$(DEBUG) ARCH="$(ARCH)" \
+	 bash tests/mutants/run_mutants.sh $(CH)
 
 run: all
 	$(MPIRUN) -np 1 $(BIN)/01_single_gpu --model small
@@ -169,6 +178,6 @@ clean:
 	rm -rf $(BUILD)
 
 help:
-	@sed -n '2,12p' Makefile
+	@sed -n '2,13p' Makefile
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

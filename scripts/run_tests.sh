@@ -17,6 +17,8 @@
 # Environment: MPIRUN (from the Makefile: as root --allow-run-as-root; --oversubscribe), MPI=0|1,
 # PENTA_TEST_TIMEOUT, PENTA_TEST_CASES (a doctest -tc filter added to every binary's runs: gpu_check.sh
 # runs '*cuda*,*nccl*'); scripts also see BIN (the Makefile's folder of programs and test binaries).
+# PENTA_TEST_FAIL_FAST=1 stops after the first run that failed and names the runs left out (the mutation
+# harness, tests/mutants/, wants only to know whether anything fails).
 # The runner's own test: tests/tooling/runner_test.sh.
 set -uo pipefail
 if [ $# = 0 ]; then
@@ -115,6 +117,10 @@ run_binary() {
         sizes=1
     fi
     for k in $sizes; do
+        if [ "${PENTA_TEST_FAIL_FAST:-0}" = 1 ] && [ "$tf" != 0 ]; then
+            echo "run_tests: PENTA_TEST_FAIL_FAST=1: stopped at the first failure; not run: $name's $k-rank suites"
+            return
+        fi
         filter=$(grep -E " np$k\$" <<<"$suites" | paste -sd, -)
         echo "=== $name, $k rank(s): $filter"
         if [ "${MPI:-1}" = 0 ]; then cmd=("$bin"); else cmd=($mpirun_cmd -np "$k" "$bin"); fi
@@ -123,7 +129,13 @@ run_binary() {
     done
 }
 
-for item in "$@"; do
+items=("$@")
+for i in "${!items[@]}"; do
+    item=${items[$i]}
+    if [ "${PENTA_TEST_FAIL_FAST:-0}" = 1 ] && [ "$tf" != 0 ]; then
+        echo "run_tests: PENTA_TEST_FAIL_FAST=1: stopped at the first failure; not run: ${items[*]:$i}"
+        break
+    fi
     case $item in
         *.sh)
             echo "=== $item"

@@ -112,6 +112,25 @@ Tensor random_tokens(const Shape& shape, int32_t vocab, uint64_t seed, Device de
     return Tensor::from_host_i32(ids, shape, device);
 }
 
+double cross_entropy_reference(const std::vector<float>& z, int64_t V, const std::vector<int32_t>& targets,
+                               float grad_scale, std::vector<float>& dz) {
+    const int64_t N = (int64_t)targets.size();
+    REQUIRE(z.size() == size_t(N * V));
+    dz.assign(N * V, 0.0f);
+    double total = 0;
+    for (int64_t n = 0; n < N; n++) {
+        if (targets[n] < 0) continue;
+        const float* zr = z.data() + n * V;
+        double mx = -INFINITY, s = 0;
+        for (int64_t v = 0; v < V; v++) mx = std::max(mx, (double)zr[v]);
+        for (int64_t v = 0; v < V; v++) s += std::exp(zr[v] - mx);
+        total += mx + std::log(s) - zr[targets[n]];
+        for (int64_t v = 0; v < V; v++)
+            dz[n * V + v] = (float)(grad_scale * (std::exp(zr[v] - mx) / s - (v == targets[n] ? 1.0 : 0.0)));
+    }
+    return total;
+}
+
 double dot(const Tensor& out, const Tensor& weights) {
     auto a = out.to_host(), b = weights.to_host();
     REQUIRE(a.size() == b.size());

@@ -60,6 +60,12 @@ void check_gradient(Tensor& x, const std::vector<float>& analytic, const std::fu
                     const std::string& what, double eps = 1e-2, double rtol = 2e-2, double atol = 2e-4,
                     int max_elems = 64);
 
+// Cross-entropy in double, the definition: for each row n of z (N, V) with targets[n] >= 0, the loss
+// logsumexp(z_n) - z_n[target] summed over rows, and d loss / d z = grad_scale (softmax(z_n) - onehot) into
+// dz (N V; 0 on rows with a negative target).
+double cross_entropy_reference(const std::vector<float>& z, int64_t V, const std::vector<int32_t>& targets,
+                               float grad_scale, std::vector<float>& dz);
+
 // sum(out * weights) in double: the scalar whose gradient w.r.t. out is `weights` (a random projection
 // turns any op's output into a loss for gradient checking)
 double dot(const Tensor& out, const Tensor& weights);

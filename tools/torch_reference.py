@@ -10,6 +10,13 @@ PyTorch computes in float64 here, so it is the accurate side of the comparison.
 
   build/bin/01_single_gpu --model tiny --dump-reference /tmp/ref     # writes the dump
   /usr/bin/python3 tools/torch_reference.py /tmp/ref                  # exit 0 when everything agrees
+  /usr/bin/python3 tools/torch_reference.py /tmp/ref --write-golden F # also write PyTorch's values to F
+
+--write-golden keeps a sample of what PyTorch computed as JSON: the inputs' fingerprint, the loss, the logits'
+strided samples, sum of squares and per-row loss, each gradient's and each 5-step weight's samples, sum of
+squares and largest |x|, the step losses. Written only when everything agrees, so that a machine
+without PyTorch can still check our model against it: tests/01_single_gpu/test_golden.cpp compares a fresh
+dump with the committed files (PENTA_WRITE_GOLDEN=1 on that test regenerates them through this script).
 
 Dump format (all little-endian, row-major): meta.json (config, batch shape, AdamW settings, our losses,
 the tensor table {name, offset, shape, decay}); params0.bin, grads.bin, params5.bin (f32, the flat buffers);
@@ -93,10 +100,12 @@ class Llama(torch.nn.Module):
 
 
 def make_adamw(model, tensors, a):
-    """torch's AdamW with our settings `a` (meta.json's "adamw"); norm weights without weight decay, as ours."""
-    decays = {t["name"]: t["decay"] for t in tensors}
-    decay = [model.p[k] for n, k in model.names if decays[n]]
-    no_decay = [model.p[k] for n, k in model.names if not decays[n]]
+    """torch's AdamW with our settings `a` (meta.json's "adamw"): the matrices decay, the norm weights (1-D)
+    do not. Decided here from the shapes, not from the dump's "decay" flags, so a model that decays its norms
+    disagrees with this one."""
+    shapes = {t["name"]: t["shape"] for t in tensors}
+    decay = [model.p[k] for n, k in model.names if len(shapes[n]) == 2]
+    no_decay = [model.p[k] for n, k in model.names if len(shapes[n]) != 2]
     return torch.optim.AdamW([{"params": decay, "weight_decay": a["weight_decay"]},
                               {"params": no_decay, "weight_decay": 0.0}],
                              lr=a["lr"], betas=(a["beta1"], a["beta2"]), eps=a["eps"])
@@ -113,11 +122,52 @@ def close(name, ours, ref, rtol, atol):
     return ok
 
 
+GOLDEN_SAMPLES = 64  # elements kept of each tensor, evenly strided
+
+
+def samples(x):
+    """GOLDEN_SAMPLES elements of the flat tensor x (all of them when it has no more): one in each of
+    GOLDEN_SAMPLES equal stretches, at an offset that varies from stretch to stretch (so not always the same
+    column of a matrix), with the whole tensor's sum of squares and largest |x| (a change anywhere moves the sum)."""
+    x = x.reshape(-1)
+    n = x.numel()
+    step = n // GOLDEN_SAMPLES
+    idx = list(range(n)) if step <= 1 else [k * step + (k * 40503 + 1) % step for k in range(GOLDEN_SAMPLES)]
+    return {"index": idx, "value": [float(x[i]) for i in idx], "sum_squares": float((x * x).sum()),
+            "max_abs": float(x.abs().max())}
+
+
+def row_stats(logits, targets):
+    """Per token row of the logits: its sum of squares and its loss (logsumexp minus the target's logit;
+    the logsumexp alone for an ignored target), so a change at any one position shows."""
+    lse = torch.logsumexp(logits, dim=-1)
+    picked = logits.gather(1, targets.clamp_min(0)[:, None])[:, 0]
+    loss = torch.where(targets >= 0, lse - picked, lse)
+    return {"row_sum_squares": [float(v) for v in (logits * logits).sum(-1)], "row_loss": [float(v) for v in loss]}
+
+
+def write_golden(record, path):
+    """record as JSON, one line per entry (one per tensor in "grads" and "weights_after_steps"), so a
+    regenerated file's diff shows which values moved."""
+    def entry(key, value, indent):
+        if isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()):
+            inner = ",\n".join(entry(k, v, indent + " ") for k, v in value.items())
+            return f"{indent}{json.dumps(key)}: {{\n{inner}\n{indent}}}"
+        return f"{indent}{json.dumps(key)}: {json.dumps(value)}"
+    with open(path, "w") as f:
+        f.write("{\n" + ",\n".join(entry(k, v, " ") for k, v in record.items()) + "\n}\n")
+
+
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: torch_reference.py DUMP_DIR (written by 01_single_gpu --dump-reference DUMP_DIR)")
+    args = sys.argv[1:]
+    golden = None
+    if len(args) == 3 and args[1] == "--write-golden":
+        golden, args = args[2], args[:1]
+    if len(args) != 1:
+        sys.exit("usage: torch_reference.py DUMP_DIR [--write-golden FILE] (DUMP_DIR written by "
+                 "01_single_gpu --dump-reference DUMP_DIR)")
     torch.set_default_dtype(torch.float64)
-    d = sys.argv[1]
+    d = args[0]
     meta_path = os.path.join(d, "meta.json")
     if not os.path.exists(meta_path):
         sys.exit(f"torch_reference: {meta_path} not found; run 01_single_gpu --dump-reference {d} first")
@@ -130,6 +180,10 @@ def main():
     flat0 = load(os.path.join(d, "params0.bin"), "<f4")
     model = Llama(cfg, tensors, flat0)
     ok = True
+    # what the values were computed from: a fresh dump whose inputs differ is a changed test, not a wrong model
+    record = {"dump": {k: meta[k] for k in ("config", "B", "T", "steps", "adamw", "global_tokens")},
+              "inputs": {"params0_sum_squares": float((flat0 * flat0).sum()),
+                         "tokens": [int(v) for v in tokens.reshape(-1)], "targets": [int(v) for v in targets]}}
 
     def loss_fn():
         logits = model(tokens)
@@ -141,11 +195,15 @@ def main():
     loss.backward()
     ok &= close("logits", load(os.path.join(d, "logits.bin"), "<f4"), logits.detach(), 1e-4, 1e-5)
     ok &= close("loss", torch.tensor([meta["loss"]]), loss.detach().reshape(1), 1e-5, 0)
+    record["loss"] = float(loss)
+    record["logits"] = {**samples(logits.detach()), **row_stats(logits.detach(), targets)}
+    record["grads"], record["weights_after_steps"] = {}, {}
     grads = load(os.path.join(d, "grads.bin"), "<f4")
     for name, key in model.names:
         t = next(t for t in tensors if t["name"] == name)
         ours = grads[t["offset"]: t["offset"] + t["numel"]]
         ok &= close("grad " + name, ours, model.p[key].grad.reshape(-1), 1e-3, 1e-6 * float(model.p[key].grad.abs().max()) + 1e-9)
+        record["grads"][name] = samples(model.p[key].grad)
 
     # 2. five AdamW steps on the same batch (norm weights without weight decay), global grad-norm clipping
     a = meta["adamw"]
@@ -170,6 +228,13 @@ def main():
         ours = flat5[t["offset"]: t["offset"] + t["numel"]]
         ok &= close(f"weights after {meta['steps']} steps " + name, ours, model.p[key].detach().reshape(-1),
                     1e-4, 0.05 * a["lr"])
+        record["weights_after_steps"][name] = samples(model.p[key].detach())
+    record["step_losses"] = losses
+    if golden:
+        if not ok:
+            sys.exit(f"torch_reference: ours and PyTorch disagree, so {golden} is not written")
+        write_golden(record, golden)
+        print(f"torch_reference: wrote PyTorch's values to {golden}")
     print("torch_reference: " + ("all agree" if ok else "MISMATCH"))
     sys.exit(0 if ok else 1)
 

@@ -40,6 +40,28 @@ std::vector<float> scaled(std::vector<float> v, float s) {
     return v;
 }
 
+// Cross-entropy on `device` of logits shifted by `shift` (+1000: exp(z) overflows to inf unless the row max
+// is subtracted first; -1000: the sum of exp(z) underflows to 0 and its log to -inf): the loss and the
+// gradient against a double-precision softmax of the same f32 (shifted) values.
+void check_shifted_cross_entropy(Device device, float shift) {
+    CAPTURE(shift);
+    const int64_t N = 6, V = 300;
+    std::vector<float> z = random_tensor({N, V}, 30, 2.0f).to_host();
+    for (float& v : z) v += shift;
+    std::vector<int32_t> tg = random_tokens({N}, (int32_t)V, 31).to_host_i32();
+    tg[1] = -1;  // one ignored row
+    const float gscale = 0.5f;
+    Tensor logits = Tensor::from_host(z, {N, V}, device);
+    Tensor targets = Tensor::from_host_i32(tg, {N}, device), none;
+    Tensor dl = Tensor::zeros({N, V}, DType::f32, device, Tag::workspace);
+    const double total = cross_entropy_forward_backward(logits, targets, dl, gscale, -1, none);
+    std::vector<float> dwant;
+    const double want = cross_entropy_reference(z, V, tg, gscale, dwant);
+    CHECK_MESSAGE(std::isfinite(total), "the loss of logits shifted by " << shift << " is " << total);
+    CHECK(total == doctest::Approx(want).epsilon(1e-5));
+    check_close(dl.to_host(), dwant, 1e-4, 1e-7, strfmt("cross-entropy dlogits, logits shifted by %g", shift));
+}
+
 }  // namespace
 
 TEST_SUITE("ch00 np1") {
@@ -275,6 +297,15 @@ TEST_CASE("ops: cross-entropy forward/backward, ignore_index, grad_scale") {
     double total3 = cross_entropy_forward_backward(shifted, targets, dshift, gscale, ignore, empty_t);
     CHECK(total3 == doctest::Approx(want_total).epsilon(1e-3));
     check_close(dshift.to_host(), d, 1e-3, 1e-4, "cross-entropy shifted logits");
+}
+
+TEST_CASE("ops: cross-entropy is stable for logits shifted by +1000 and -1000 (the row max is subtracted)") {
+    for (float shift : {1000.0f, -1000.0f}) check_shifted_cross_entropy(Device::cpu, shift);
+}
+
+TEST_CASE("ops: cross-entropy on the GPU is stable for logits shifted by +1000 and -1000") {
+    if (!cuda_available()) SKIP_TEST("no CUDA device");
+    for (float shift : {1000.0f, -1000.0f}) check_shifted_cross_entropy(Device::cuda, shift);
 }
 
 TEST_CASE("ops: adamw matches a double-precision reference over 3 steps") {

@@ -6,7 +6,7 @@
 // exact in f32 in any order), random normals where the ring all-reduce meets a different summation order.
 // Sizes include 0, 1 and sizes that 2 and 4 do not divide (7, 1000 over 3 parts, 4099), since parts are
 // uneven then (comm.hpp: the first M % K ranks hold one element more).
-//   mpirun -np 4 build/bin/tests_02 -ts='ch02 np4' -tc='*all_reduce*'      (also np1, np2; `make test CH=02`)
+//   mpirun -np 4 build/bin/tests_02 -ts='ch02 np4' -tc='*all_reduce*'      (also np1, np2, np3; `make test CH=02`)
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -439,7 +439,9 @@ void split_groups_by_color_ordered_by_key() {
 void ring_all_reduce_equals_all_reduce() {
     auto comm = world();
     const int K = comm->size(), r = comm->rank();
-    const std::vector<Shape> shapes = {{0}, {1}, {7}, {1000}, {4099}, {4096}, {37, 11}};
+    // 12 first: 2, 3 and 4 divide it, so a ring that pairs the wrong parts fails an assertion before an uneven
+    // size makes its messages mismatch (MPI aborts the job on a truncated receive)
+    const std::vector<Shape> shapes = {{12}, {0}, {1}, {7}, {1000}, {4099}, {4096}, {37, 11}};
     for (const Shape& shape : shapes) {
         Tensor x = random_tensor(shape, 100 + r);
         Tensor y = x.clone(Device::cpu, Tag::workspace);
@@ -614,4 +616,8 @@ TEST_CASE("parse_comm_backend names the flag") {
 
 TEST_SUITE("ch02 np1") { COMM_CASES(COMM_CASE) }
 TEST_SUITE("ch02 np2") { COMM_CASES(COMM_CASE) }
+// 3 ranks: a ring where rank r's neighbours differ from each other and from r's mirror (at 2 ranks next ==
+// prev, so a reversed ring or a wrong neighbour goes unseen), and sizes that 3 does not divide (4099, 1000,
+// 7: uneven parts, the first M % 3 one longer), so an offset that assumes equal parts fails here
+TEST_SUITE("ch02 np3") { COMM_CASES(COMM_CASE) }
 TEST_SUITE("ch02 np4") { COMM_CASES(COMM_CASE) }

@@ -50,6 +50,37 @@ void vocab_cross_entropy_matches(Comm& tp, int64_t V) {
     CHECK(std::abs(ce.forward_backward(local, targets, none, 1.0f) - l_ref) <= 1e-6 * std::abs(l_ref));
 }
 
+// The same with every logit shifted by `shift` on `device`: +1000 overflows exp(z) unless the GLOBAL row
+// max (over every shard) is subtracted, -1000 underflows the sum to 0. Against a double-precision softmax
+// of the same f32 values; the padding columns hold shift + 50, which must not count.
+void vocab_cross_entropy_shifted(Comm& tp, int64_t V, float shift, Device device) {
+    CAPTURE(shift);
+    CAPTURE(V);
+    const int t = tp.size(), r = tp.rank();
+    const int64_t N = 5;
+    const ParamLayout layout = ParamLayout::build(tp_config(V), t, r);
+    const int64_t rows = layout.vocab_rows, start = layout.vocab_start;
+    const int64_t real = std::clamp<int64_t>(V - start, 0, rows);
+    std::vector<float> full = random_tensor({N, V}, 23, 3.0f).to_host();
+    for (float& v : full) v += shift;
+    std::vector<int32_t> tg = random_tokens({N}, (int32_t)V, 24).to_host_i32();
+    tg[1] = -1;
+    const float gscale = 0.5f;
+    std::vector<float> dfull, dwant(N * rows, 0.0f), shard(N * rows, shift + 50.0f);
+    const double want = cross_entropy_reference(full, V, tg, gscale, dfull);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t v = 0; v < real; v++) {
+            shard[n * rows + v] = full[n * V + start + v];
+            dwant[n * rows + v] = dfull[n * V + start + v];
+        }
+    Tensor z = Tensor::from_host(shard, {N, rows}, device);
+    VocabParallelCrossEntropy ce(tp, layout, V);
+    const double l = ce.forward_backward(z, Tensor::from_host_i32(tg, {N}, device), z, gscale);
+    CHECK_MESSAGE(std::isfinite(l), "the loss of logits shifted by " << shift << " is " << l);
+    CHECK(std::abs(l - want) <= 1e-5 * std::abs(want));
+    check_close(z.to_host(), dwant, 1e-4, 1e-7, strfmt("d logits of this shard, logits shifted by %g", shift));
+}
+
 }  // namespace
 
 TEST_SUITE("ch04 np2") {
@@ -74,6 +105,16 @@ TEST_SUITE("ch04 np2") {
         vocab_cross_entropy_matches(g.tp(), 9);
         vocab_cross_entropy_matches(g.tp(), 8);
         vocab_cross_entropy_matches(g.tp(), 3);
+    }
+    TEST_CASE("TP vocab-parallel cross-entropy is stable for logits shifted by +1000 and -1000 (vocab 9 and 64)") {
+        ParallelGrid g = tp_grid(tp_config(64), 2);
+        for (int64_t V : {9, 64})
+            for (float shift : {1000.0f, -1000.0f}) vocab_cross_entropy_shifted(g.tp(), V, shift, Device::cpu);
+    }
+    TEST_CASE("TP vocab-parallel cross-entropy on the GPU is stable for logits shifted by +1000 and -1000") {
+        if (!cuda_available()) SKIP_TEST("no CUDA device");
+        ParallelGrid g = tp_grid(tp_config(64), 2);
+        for (float shift : {1000.0f, -1000.0f}) vocab_cross_entropy_shifted(g.tp(), 9, shift, Device::cuda);
     }
     TEST_CASE("TP model step: loss, every gathered gradient (head-split attention too) and logits equal one rank's") {
         for (bool tied : {false, true})

@@ -8,7 +8,8 @@
 # and a "FAILED: <its name>, ..." line saying what happened; a fake that prints a proper summary must pass,
 # and counts must add up across binaries when one of them crashes.
 # The bookkeeping cases run the fakes directly (the runner's MPI=0 path); the segfault, the hang and the
-# 2-rank crash run under mpirun (MPIRUN, as make sets it) unless MPI=0. Prints "N passed, N failed,
+# 2-rank crash run under mpirun (MPIRUN, as make sets it) unless MPI=0. With PENTA_TEST_FAIL_FAST=1 the
+# runner must stop at the first failure (the passing binary after it is not counted). Prints "N passed, N failed,
 # N skipped" like the test binaries; `make test` runs it (not `make test CH=NN`).
 #   bash tests/tooling/runner_test.sh
 set -uo pipefail
@@ -48,7 +49,7 @@ expect() {
     local name=$1 total=$2 failed_line=$3 ok=0
     shift 4
     [ "$mpi" = 1 ] && name+=", under mpirun"
-    out=$(cd "$tmp" && MPI=$mpi PENTA_TEST_TIMEOUT=$limit bash "$runner" "$@" 2>&1)
+    out=$(cd "$tmp" && MPI=$mpi PENTA_TEST_TIMEOUT=$limit PENTA_TEST_FAIL_FAST=${PENTA_TEST_FAIL_FAST:-0} bash "$runner" "$@" 2>&1)
     local rc=$? last
     last=$(tail -n 1 <<<"$out")
     [[ "$last" =~ ^total:\ $total$ ]] || ok=1
@@ -78,6 +79,8 @@ if [ "${MPI:-1}" != 0 ]; then
     expect "a crash in the 2-rank run only: the 1-rank run counts, the 2-rank run is one failed run" \
         '1 passed, 1 failed, 0 skipped' 'tests_np2, 2-rank run: exited by signal 11' -- "$tmp/tests_np2"
 fi
+PENTA_TEST_FAIL_FAST=1 expect "PENTA_TEST_FAIL_FAST=1: nothing runs after the first failure" \
+    '2 passed, 1 failed, 0 skipped' 'tests_fail, 1-rank run: 1 failed' -- "$tmp/tests_fail" "$tmp/tests_good"
 limit=3
 expect "a binary that hangs past PENTA_TEST_TIMEOUT=3 is one failed run" \
     '0 passed, 1 failed, 0 skipped' 'tests_hang, 1-rank run: hung: killed at the 3 s limit' -- "$tmp/tests_hang"

@@ -1,0 +1,116 @@
+// test_zero3_overlap.cpp — chapter 03: ZeRO-3's prefetch hides the all-gathers behind compute. Asserted
+// with no clock and no timing, on a schedule the test controls:
+//
+//   a logical clock advances by 1 each time the model finishes computing one unit (a ModelObserver sees it);
+//   each all-gather takes kGather ticks on the link, one gather after another, starting when it is issued;
+//   waiting on a gather that has not finished by the clock's time is EXPOSED: the clock jumps to its end.
+//
+// With prefetch, acquire(u, next) issues next's gather before u computes, so it finishes while u computes
+// (kGather <= 1 unit of compute) and only the first unit of each pass waits: exposed = kGather per pass.
+// Without prefetch, or with a prefetch that waits for its gather at once, every acquire waits: exposed =
+// kGather per unit. The counts are exact, so the test says how much of the wait prefetch removed.
+// Playbook: "ZeRO-3: adding parameter partitioning" (prefetching the next layer's parameters).
+// Run: `make test CH=03`, or mpirun -np 2 build/bin/tests_03 -ts='ch03 np2' -tc='*overlap*'
+#include "../../03_zero/zero.hpp"
+#include "../testing.hpp"
+
+using namespace penta;
+using namespace penta::testing;
+
+namespace {
+
+constexpr double kGather = 1.0;  // ticks per all-gather: as long as one unit's compute
+
+// The logical clock: one tick per unit of compute; the gathers' exposed waits.
+struct Clock : ModelObserver {
+    double now = 0, link_free = 0, exposed = 0;
+    int on_time = 0, late = 0;  // waits on gathers already complete / still running
+    void unit_end(int, Pass) override { now += 1; }
+};
+
+// A Comm that forwards everything to `inner` and gives each all-gather a finish time on the clock.
+class ClockedComm : public Comm {
+   public:
+    ClockedComm(Comm& inner, Clock& clock) : inner_(inner), clock_(clock) {
+        rank_ = inner.rank();
+        size_ = inner.size();
+        name_ = inner.name();
+    }
+    CommBackend backend() const override { return inner_.backend(); }
+    CommHandle all_gather_async(const Tensor& in, Tensor& out) override {
+        const double start = std::max(clock_.now, clock_.link_free);
+        clock_.link_free = start + kGather;
+        return CommHandle(std::make_unique<Timed>(inner_.all_gather_async(in, out), start + kGather, clock_));
+    }
+    CommHandle all_reduce_async(Tensor& x, ReduceOp op) override { return inner_.all_reduce_async(x, op); }
+    CommHandle reduce_scatter_async(const Tensor& in, Tensor& out) override { return inner_.reduce_scatter_async(in, out); }
+    CommHandle broadcast_async(Tensor& x, int root) override { return inner_.broadcast_async(x, root); }
+    CommHandle send_async(const Tensor& x, int peer, int tag) override { return inner_.send_async(x, peer, tag); }
+    CommHandle recv_async(Tensor& x, int peer, int tag) override { return inner_.recv_async(x, peer, tag); }
+    CommHandle all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& sc, const std::vector<int64_t>& so,
+                                  Tensor& out, const std::vector<int64_t>& rc, const std::vector<int64_t>& ro) override {
+        return inner_.all_to_all_v_async(in, sc, so, out, rc, ro);
+    }
+    void barrier() override { inner_.barrier(); }
+    double reduce_scalar(double x, ReduceOp op) override { return inner_.all_reduce_scalar(x, op); }
+    std::unique_ptr<Comm> split(int color, int key, const std::string& name) override {
+        return inner_.split(color, key, name);
+    }
+
+   private:
+    struct Timed : CommHandle::Pending {
+        Timed(CommHandle h, double end, Clock& c) : h_(std::move(h)), end_(end), c_(c) {}
+        void wait() override {
+            h_.wait();
+            if (end_ <= c_.now) {
+                c_.on_time++;
+            } else {
+                c_.late++;
+                c_.exposed += end_ - c_.now;
+                c_.now = end_;
+            }
+        }
+        bool test() override { return c_.now >= end_ && h_.test(); }
+        CommHandle h_;
+        double end_;
+        Clock& c_;
+    };
+    Comm& inner_;
+    Clock& clock_;
+};
+
+}  // namespace
+
+TEST_SUITE("ch03 np2") {
+    TEST_CASE("ZeRO-3 overlap: with prefetch only the first unit of each pass waits for its all-gather (logical clock)") {
+        auto world = make_world_comm(CommBackend::mpi);
+        Clock clock;
+        ClockedComm dp(*world, clock);
+        LlamaConfig c = preset("tiny");
+        c.vocab = kByteVocab;
+        c.n_layers = 4;  // 6 units: embedding, 4 layers, head
+        Model m(c, Device::cpu, 5, zero_model_options(ZeroStage::zero3));
+        ZeroHooks hooks(m, dp, ZeroStage::zero3, AdamWConfig{});
+        m.add_observer(&clock);
+        auto data = make_dataset("addition", 5, kByteVocab);
+        BatchPlan plan;
+        plan.seq = 32, plan.micro_batch = plan.global_batch = 2;
+        std::vector<MicroBatch> mbs = make_micro_batches(*data, 0, plan, Device::cpu);
+        const int units = (int)c.n_layers + 2;
+        hooks.begin_step();
+        MicroBatchActs a = m.forward(mbs[0], 50.0);
+        INFO("forward: " << clock.on_time << " gathers complete when needed, " << clock.late << " late, exposed "
+                         << clock.exposed << " ticks");
+        CHECK(clock.late == 1);  // the embedding: nothing before it could fetch it
+        CHECK(clock.on_time == units - 1);
+        CHECK(clock.exposed == kGather);  // without prefetch: units · kGather
+        m.backward(a);
+        hooks.finish_gradients();
+        INFO("forward + backward: " << clock.on_time << " on time, " << clock.late << " late, exposed " << clock.exposed);
+        CHECK(clock.late == 2);  // and the head, first of the backward walk (the embedding is not re-gathered)
+        CHECK(clock.on_time == (units - 1) + (units - 2));
+        CHECK(clock.exposed == 2 * kGather);  // without prefetch: (2 units - 1) · kGather
+        CHECK(clock.now == 3.0 * units + clock.exposed);  // a tick per unit for F, B and W, and the waits
+        m.remove_observer(&clock);
+    }
+}
