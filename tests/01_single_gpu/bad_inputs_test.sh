@@ -23,7 +23,7 @@ def shard(name, tokens, count=None, magic=20240520, version=1):
         f.write(struct.pack("<256i", *header) + struct.pack(f"<{len(tokens)}H", *tokens))
 shard("oov.bin", [i % 64 for i in range(5000)] + [64] + [1] * 100)  # token 64 at index 5000: tiny's vocab is 64
 shard("magic.bin", [1] * 100, magic=12345)
-shard("version.bin", [1] * 100, version=2)
+shard("version.bin", [1] * 100, version=3)
 shard("count.bin", [1] * 100, count=1000)
 shard("short.bin", [1] * 10)
 open(f"{d}/odd.bin", "wb").write(b"\0" * 101)
@@ -106,7 +106,7 @@ stray                                     | unexpected argument 'stray'
 --data text:$TMP                          | data file '$TMP' is a directory, not a regular file
 --data raw:$TMP/odd.bin --model tiny      | odd.bin': 101 bytes is not a whole number of uint16 tokens
 --data llmc:$TMP/magic.bin --model tiny   | magic.bin': magic 12345 is not the llm.c shard magic
---data llmc:$TMP/version.bin --model tiny | version.bin': llm.c shard version 2
+--data llmc:$TMP/version.bin --model tiny | version.bin': llm.c shard version 3
 --data llmc:$TMP/count.bin --model tiny   | count.bin': header says 1000 tokens
 --data llmc:$TMP/oov.bin --model tiny     | oov.bin': token 64 at index 5000 (of 5101) is >= the model's vocabulary size 64
 --data llmc:$TMP/short.bin --model tiny --seq 16 | short.bin' holds 10 tokens; a sample of sequence length 16 needs T+1 = 17

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""hf_reference.py — Hugging Face transformers as the reference for pentatron's checkpoint loading and export.
+
+The acceptance tests of --model DIR and --export-hf DIR (common/hf_checkpoint.hpp) need models that
+transformers itself wrote and read. No weights can be downloaded here, so this script makes random ones:
+
+  make DIR [options]   a random LlamaForCausalLM (GQA, tied or not, a llama3 rope_scaling block, a head_dim of
+                       its own, f32 or bf16, one file or several) saved with save_pretrained, and
+                       DIR/reference.safetensors: a batch of tokens and targets, transformers' logits, loss and
+                       the gradient of every weight (computed in float64 from the saved weights), and the
+                       rotary table inv_freq exactly as transformers holds it (float32)
+  check DIR OURS       loads DIR with LlamaForCausalLM.from_pretrained (what --export-hf wrote) and compares its
+                       logits on OURS' tokens with OURS' logits (a safetensors file: tokens I32, logits F32);
+                       exit 1 on a mismatch beyond 1e-5 relative
+
+Needs torch, transformers (4.4x for Debian's torch 1.13) and safetensors: scripts/install_hf_python.sh.
+  /usr/bin/python3 tools/hf_reference.py make /tmp/m --tied --llama3 --shards 3
+Used by tests/01_single_gpu/hf_testing.cpp.
+"""
+import argparse
+import sys
+
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import LlamaConfig, LlamaForCausalLM
+
+
+def make(a):
+    torch.manual_seed(a.seed)
+    cfg = dict(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.ffn, num_hidden_layers=a.layers,
+               num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, max_position_embeddings=a.max_pos,
+               rope_theta=a.theta, rms_norm_eps=1e-5, tie_word_embeddings=a.tied, initializer_range=0.1,
+               torch_dtype=a.dtype)
+    if a.head_dim:
+        cfg["head_dim"] = a.head_dim
+    if a.llama3:  # Llama 3.1's block, scaled down so the tiny model's wavelengths fall in all three bands
+        cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                               "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+    model = LlamaForCausalLM(LlamaConfig(**cfg))
+    with torch.no_grad():  # norm weights of 1 would not test the norms' gradients or their loading
+        for n, p in model.named_parameters():
+            if n.endswith("norm.weight"):
+                p.add_(0.1 * torch.randn_like(p))
+    inv_freq = model.model.rotary_emb.inv_freq.clone()  # float32, as every forward uses it
+    model = model.to(getattr(torch, a.dtype))
+    kw = {"max_shard_size": f"{a.shard_kb}KB"} if a.shard_kb else {}
+    model.save_pretrained(a.dir, safe_serialization=True, **kw)
+
+    # the reference: what transformers loads from the files it wrote, in float64 (bf16 weights upcast; the
+    # rotary table computed afresh in float32, as from_pretrained does whatever the weights' dtype)
+    model = LlamaForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float64)
+    g = torch.Generator().manual_seed(a.seed + 1)
+    seq = torch.randint(0, a.vocab, (a.batch, a.seq + 1), generator=g)
+    tokens, targets = seq[:, :-1], seq[:, 1:].clone()
+    targets[0, 0] = -100  # an ignored target, as our -1
+    logits = model(input_ids=tokens).logits
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, a.vocab), targets.reshape(-1), ignore_index=-100)
+    loss.backward()
+    out = {"tokens": tokens.to(torch.int32).contiguous(), "targets": targets.to(torch.int32).contiguous(),
+           "logits": logits.detach().reshape(-1, a.vocab).float().contiguous(),
+           "loss": loss.detach().reshape(1).float(), "inv_freq": inv_freq.contiguous()}
+    for n, p in model.named_parameters():
+        out["grad." + n] = p.grad.float().contiguous()
+    save_file(out, f"{a.dir}/reference.safetensors")
+
+
+def check(a):
+    model = LlamaForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float64)
+    ours = load_file(a.ours)
+    tokens = ours["tokens"].long()
+    want = model(input_ids=tokens).logits.reshape(-1, model.config.vocab_size)
+    got = ours["logits"].double().reshape(want.shape)
+    err = ((got - want).abs() / (want.abs() + 1e-5 * want.abs().max())).max().item()
+    print(f"hf_reference check: transformers loaded {a.dir}; logits {tuple(want.shape)}, max relative difference "
+          f"{err:.2e} (limit 1e-5)")
+    return 0 if err <= 1e-5 else 1
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make")
+    m.add_argument("dir")
+    for name, default in [("vocab", 96), ("hidden", 32), ("ffn", 64), ("layers", 4), ("heads", 4), ("kv_heads", 2),
+                          ("max_pos", 64), ("head_dim", 0), ("seed", 1), ("batch", 2), ("seq", 24), ("shard_kb", 0)]:
+        m.add_argument("--" + name.replace("_", "-"), type=int, default=default)
+    m.add_argument("--theta", type=float, default=10000.0)
+    m.add_argument("--tied", action="store_true")
+    m.add_argument("--llama3", action="store_true")
+    m.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    c = sub.add_parser("check")
+    c.add_argument("dir")
+    c.add_argument("ours")
+    a = p.parse_args()
+    torch.set_grad_enabled(a.cmd == "make")
+    sys.exit(make(a) if a.cmd == "make" else check(a))
+
+
+if __name__ == "__main__":
+    main()
