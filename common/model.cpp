@@ -348,10 +348,10 @@ double Model::forward_loss(const Tensor& tokens, const Tensor& targets, int64_t 
     return run_forward(Run::loss, MicroBatch::whole(tokens, targets, B, T), global_tokens, Tensor(), nullptr).loss;
 }
 
-Tensor Model::forward_logits(const Tensor& tokens, int64_t B, int64_t T) {
+Tensor Model::forward_logits(const Tensor& tokens, int64_t B, int64_t T, const Tensor& hidden_in) {
     Tensor logits;
-    run_forward(Run::logits, MicroBatch::whole(tokens, Tensor(), B, T), 1.0, Tensor(), &logits);
-    return logits;
+    MicroBatchActs a = run_forward(Run::logits, MicroBatch::whole(tokens, Tensor(), B, T), 1.0, hidden_in, &logits);
+    return layout_.slice.has_head ? logits : a.output;
 }
 
 Tensor Model::decode(const Tensor& tokens, KVCache& cache) {

@@ -131,7 +131,9 @@ class Model {
                             double global_tokens);  // returns this micro-batch's loss sum / global_tokens
     // evaluation: nothing saved, no gradients
     double forward_loss(const Tensor& tokens, const Tensor& targets, int64_t B, int64_t T, double global_tokens);
-    Tensor forward_logits(const Tensor& tokens, int64_t B, int64_t T);  // (B T, V)
+    // (B T, V) on the head's stage; a pipeline stage without the embedding reads hidden_in, one without the
+    // head returns its output (B T, h) instead
+    Tensor forward_logits(const Tensor& tokens, int64_t B, int64_t T, const Tensor& hidden_in = {});
 
     // generation (generate.hpp): a KV cache of every layer for `capacity` positions of one sequence
     // (Tag::activations), and n tokens (i32 on the model's device) at positions cache.len() ... + n - 1

@@ -33,7 +33,8 @@ const char* safetensors_dtype_name(DType d) {
         case DType::f32: return "F32";
         case DType::bf16: return "BF16";
         case DType::f16: return "F16";
-        default: FAIL("safetensors: weights of dtype %s are not written (f32, bf16 or f16)", dtype_name(d));
+        case DType::i32: return "I32";
+        default: FAIL("safetensors: tensors of dtype %s are not written (f32, bf16, f16 or i32)", dtype_name(d));
     }
 }
 

@@ -34,7 +34,7 @@ struct SafeTensor {
 
 // bytes per element of a safetensors dtype name; 0 when the name is not one of the format's dtypes
 size_t safetensors_dtype_size(const std::string& dtype);
-// our dtype as the format names it (F32, BF16, F16); throws for the others
+// our dtype as the format names it (F32, BF16, F16, I32); throws for the others
 const char* safetensors_dtype_name(DType d);
 
 class SafetensorsFile {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "../../common/safetensors.hpp"
 
@@ -85,6 +86,22 @@ HfReference read_hf_reference(const std::string& dir) {
     for (const SafeTensor& t : f.tensors())
         if (t.name.rfind("grad.", 0) == 0) r.grads[t.name.substr(5)] = floats(t);
     return r;
+}
+
+void write_logits(const std::string& path, const std::vector<int32_t>& tokens, int64_t B, int64_t T,
+                  const std::vector<float>& logits) {
+    const int64_t V = (int64_t)logits.size() / (B * T);
+    const SafetensorsPlan plan = plan_safetensors({{"logits", DType::f32, {B * T, V}}, {"tokens", DType::i32, {B, T}}}, {});
+    std::ofstream f(path, std::ios::binary);
+    f << plan.header;
+    f.write((const char*)logits.data(), (std::streamsize)(logits.size() * 4));
+    f.write((const char*)tokens.data(), (std::streamsize)(tokens.size() * 4));
+    REQUIRE_MESSAGE(f.good(), "writing " << path << " failed");
+}
+
+bool transformers_agrees(const std::string& python, const std::string& dir, const std::string& ours) {
+    const std::string cmd = python + " " PENTA_SOURCE_DIR "/tools/hf_reference.py check '" + dir + "' '" + ours + "'";
+    return std::system(cmd.c_str()) == 0;
 }
 
 void check_close_scaled(const std::vector<float>& got, const std::vector<float>& want, double rtol,

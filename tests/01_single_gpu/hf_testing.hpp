@@ -43,6 +43,12 @@ struct HfReference {
 };
 HfReference read_hf_reference(const std::string& dir);
 
+// our logits on a batch as tools/hf_reference.py check reads them: tokens (B, T) I32, logits (B T, V) F32
+void write_logits(const std::string& path, const std::vector<int32_t>& tokens, int64_t B, int64_t T,
+                  const std::vector<float>& logits);
+// runs `hf_reference.py check dir ours`: transformers loads dir and compares its logits with ours
+bool transformers_agrees(const std::string& python, const std::string& dir, const std::string& ours);
+
 // |got - want| <= rtol·|want| + rtol·max|want| for every element (the tensor's scale: float32 sums in
 // another order than float64's differ in their last bits)
 void check_close_scaled(const std::vector<float>& got, const std::vector<float>& want, double rtol,
