@@ -84,8 +84,14 @@ LlamaConfig resolve_model(const TrainConfig& cfg) {
     CHECK(cfg.seq <= mc.max_seq, "--seq %ld must be <= the model's max_seq %ld", (long)cfg.seq, (long)mc.max_seq);
     check_memory_bound(cfg, mc, resolve_device(cfg.device));
     // the files the run reads or writes after training, checked now rather than after it
-    if (!cfg.val_data.empty()) make_dataset(cfg.val_data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
-    if (!cfg.generate.empty()) make_tokenizer(cfg, mc);
+    if (!cfg.val_data.empty()) {
+        try {
+            make_dataset(cfg.val_data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
+        } catch (const Error& e) {  // make_dataset speaks of --data
+            FAIL("--val-data %s: %s", cfg.val_data.c_str(), e.what());
+        }
+    }
+    if (!cfg.generate.empty()) make_tokenizer(cfg, mc)->encode(cfg.generate);  // a tokenizer that cannot encode says so now
     if (!cfg.export_hf.empty()) {
         std::error_code ec;
         std::filesystem::create_directories(cfg.export_hf, ec);
@@ -347,6 +353,14 @@ StepResult run_training(TrainLoop& L) {
               world_size());
         export_hf(L.trainer.model, cfg.export_hf, grid_coords(shape, world_rank()), L.world,
                   is_hf_model_dir(cfg.model) ? cfg.model : "");
+        std::error_code ec;
+        const std::filesystem::path tok_to = std::filesystem::path(cfg.export_hf) / "tokenizer.json";
+        if (!cfg.tokenizer.empty() && world_rank() == 0 && !std::filesystem::equivalent(cfg.tokenizer, tok_to, ec)) {
+            // the folder then generates on its own
+            std::filesystem::copy_file(cfg.tokenizer, tok_to, std::filesystem::copy_options::overwrite_existing, ec);
+            CHECK(!ec, "--export-hf: copying --tokenizer %s failed: %s", cfg.tokenizer.c_str(), ec.message().c_str());
+            std::printf("  + --tokenizer %s as tokenizer.json\n", cfg.tokenizer.c_str());
+        }
     }
     if (!cfg.generate.empty()) generate_after_training(L, mc);
     return r;

@@ -9,6 +9,9 @@ transformers itself wrote and read. No weights can be downloaded here, so this s
                        DIR/reference.safetensors: a batch of tokens and targets, transformers' logits, loss and
                        the gradient of every weight (computed in float64 from the saved weights), and the
                        rotary table inv_freq exactly as transformers holds it (float32)
+  tokenizer OUT FILE.. trains a byte-level BPE with the tokenizers library on the files (GPT-2's ByteLevel
+                       pre-tokenizer; --digits puts SmolLM's Digits splitter before it) and saves OUT
+  encode TOK TEXT OUT  the tokenizers library's ids of the file TEXT, one line of integers, to OUT
   check DIR OURS       loads DIR with LlamaForCausalLM.from_pretrained (what --export-hf wrote) and compares its
                        logits on OURS' tokens with OURS' logits (a safetensors file: tokens I32, logits F32);
                        exit 1 when some |ours - theirs| > 1e-5 (|theirs| + max |theirs|)
@@ -78,6 +81,28 @@ def check(a):
     return 0 if err <= 1e-5 else 1
 
 
+def tokenizer(a):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=a.prefix_space)
+    tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+                         if a.digits else byte_level)
+    tok.decoder = decoders.ByteLevel()
+    tok.train(a.files, trainers.BpeTrainer(vocab_size=a.vocab, special_tokens=["<|endoftext|>"], show_progress=False,
+                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.save(a.out)
+    return 0
+
+
+def encode(a):
+    from tokenizers import Tokenizer
+    with open(a.text, encoding="utf-8") as f:
+        ids = Tokenizer.from_file(a.tok).encode(f.read()).ids
+    with open(a.out, "w") as f:
+        f.write(" ".join(map(str, ids)) + "\n")
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -90,12 +115,21 @@ def main():
     m.add_argument("--tied", action="store_true")
     m.add_argument("--llama3", action="store_true")
     m.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    t = sub.add_parser("tokenizer")
+    t.add_argument("out")
+    t.add_argument("files", nargs="+")
+    t.add_argument("--vocab", type=int, default=512)
+    t.add_argument("--digits", action="store_true")
+    t.add_argument("--prefix-space", action="store_true")
+    e = sub.add_parser("encode")
+    for name in ("tok", "text", "out"):
+        e.add_argument(name)
     c = sub.add_parser("check")
     c.add_argument("dir")
     c.add_argument("ours")
     a = p.parse_args()
     torch.set_grad_enabled(a.cmd == "make")
-    sys.exit(make(a) if a.cmd == "make" else check(a))
+    sys.exit({"make": make, "check": check, "tokenizer": tokenizer, "encode": encode}[a.cmd](a))
 
 
 if __name__ == "__main__":
