@@ -183,6 +183,8 @@ class ByteLevelBpe : public Tokenizer {
         }
         std::sort(added_.begin(), added_.end(), [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
         read_pre_tokenizer(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : nlohmann::json());
+        if (j.contains("normalizer") && !j["normalizer"].is_null())  // it would change the text before the cut
+            encode_refusal_ = "its normalizer " + j["normalizer"].value("type", std::string("?")) + " is not implemented";
         const std::vector<uint32_t> alphabet = byte_alphabet();
         for (int b = 0; b < 256; b++) {
             byte_char_[b] = utf8(alphabet[b]);

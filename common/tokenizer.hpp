@@ -13,7 +13,7 @@
 // them. The regex's Unicode classes are exact for ASCII and Latin-1; beyond, a character is a space, a
 // number or punctuation from the common tables below, and a letter otherwise (text in other scripts may cut
 // differently from the tokenizers library). Other pre-tokenizers (Llama 3's Split regex, SentencePiece's
-// Metaspace) are refused for encoding, naming them; decoding works for any byte-level vocabulary.
+// Metaspace) and normalizers are refused for encoding, naming them; decoding works for any byte-level vocabulary.
 //
 // Test: tests/01_single_gpu/test_tokenizer.cpp compares encode with the tokenizers library on text
 // (`build/bin/tests_01 -ts='ch01 np1' -tc='*tokenizer*'`).

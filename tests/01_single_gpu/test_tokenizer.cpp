@@ -85,6 +85,9 @@ TEST_CASE("tokenizer: the byte tokenizer, and what a tokenizer.json we cannot en
     std::unique_ptr<Tokenizer> t = load_tokenizer_json(path);
     CHECK(t->decode({2, 0}) == "aba");  // decoding needs no pre-tokenizer
     CHECK(contains(error_of([&] { t->encode("ab"); }), "pre-tokenizer Metaspace is not implemented"));
+    std::ofstream(path) << R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "normalizer": {"type": "NFC"},
+                              "pre_tokenizer": {"type": "ByteLevel"}})";
+    CHECK(contains(error_of([&] { load_tokenizer_json(path)->encode("a"); }), "normalizer NFC is not implemented"));
     std::remove(path.c_str());
 }
 
