@@ -64,7 +64,7 @@ int train(int argc, char** argv) {
     print_task_baseline(cfg, mc);
 
     int64_t saved = run_training(loop).saved_activation_bytes;
-    print_activation_table(model, cfg, saved);
+    if (cfg.steps > 0) print_activation_table(model, cfg, saved);
     std::printf("\nmemory by tag on %s:\n%s", device_name(device), memory_table(device).c_str());
     ModelStateBytes ms = model_state_bytes_fp32(model.n_params());
     std::printf("model state formula (fp32): params 4N = %ld, grads 4N = %ld, AdamW 8N = %ld bytes\n",

@@ -36,7 +36,7 @@ ZeroHooks::ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg, P
     Tensor p;  // the weights the optimizer starts from: its master copy (if any) is made of them
     if (stage_ == ZeroStage::zero3) {
         param_shard_ = Tensor::empty({S}, pr.param, dev, Tag::params);  // (S) the only copy of my weights
-        shards_.init(model.seed(), param_shard_);
+        shards_.init([&model](const ParamLayout& l, Tensor& t) { model.initial_weights(l, t); }, param_shard_);
         gathered_ = std::make_unique<GatheredParams>(shards_, dp, param_shard_);
         model.set_param_provider(gathered_.get());
         p = param_shard_;

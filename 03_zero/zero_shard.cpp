@@ -64,12 +64,13 @@ void UnitShards::reduce_scatter(Comm& dp, const Tensor& full, Tensor& shard) con
     for (CommHandle& h : inflight) h.wait();
 }
 
-void UnitShards::init(uint64_t seed, Tensor& shard) const {
+void UnitShards::init(const FillWeights& fill, Tensor& shard) const {
     for (const ShardPiece& p : pieces_) {
         const ParamUnit& unit = layout_.units[p.unit];
         if (unit.numel == 0) continue;
         // the layout of this unit alone: init_params keys every value by (seed, name, index in the FULL
-        // tensor), never by the flat offset, so the unit initialises exactly as inside the whole buffer
+        // tensor), never by the flat offset, and a checkpoint reads by name, so the unit initialises exactly
+        // as inside the whole buffer
         ParamLayout one = layout_;
         one.tensors.clear();
         for (int t : unit.tensors) {
@@ -79,7 +80,7 @@ void UnitShards::init(uint64_t seed, Tensor& shard) const {
         }
         one.numel = unit.numel;
         Tensor whole = Tensor::empty({unit.numel}, shard.dtype, shard.device(), Tag::workspace);  // transient
-        init_params(one, seed, whole);
+        fill(one, whole);
         Tensor dst = piece_of(shard, p.unit);
         copy(dst, whole.flat(p.full_offset - unit.offset, p.count));
     }

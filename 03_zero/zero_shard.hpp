@@ -18,6 +18,7 @@
 // Playbook: "ZeRO (Zero Redundancy Optimizer)" — partitioning the optimizer states, gradients and
 // parameters over the N data-parallel ranks. Test: `mpirun -np 4 build/bin/tests_03 -ts='ch03 np4'`.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "../common/comm.hpp"
@@ -53,9 +54,11 @@ class UnitShards {
     void all_gather(Comm& dp, const Tensor& shard, Tensor& full) const;
     // shard <- this rank's pieces of `full` summed over dp: each unit reduce-scattered at once (ZeRO-1)
     void reduce_scatter(Comm& dp, const Tensor& full, Tensor& shard) const;
-    // shard <- the initial weights of this rank's pieces, exactly the slices init_params would write
-    // into the whole buffer; one unit at a time, so no rank ever holds every weight
-    void init(uint64_t seed, Tensor& shard) const;
+    // shard <- the initial weights of this rank's pieces, exactly the slices `fill` (init_params keyed by a
+    // seed, or Model::initial_weights: a checkpoint's) writes into the whole buffer; one unit at a time, so
+    // no rank ever holds every weight
+    using FillWeights = std::function<void(const ParamLayout& layout, Tensor& flat)>;
+    void init(const FillWeights& fill, Tensor& shard) const;
 
    private:
     const ParamLayout& layout_;

@@ -178,9 +178,12 @@ static void bench_step_ops(Device dev, int reps) {
     std::vector<int32_t> ids(T);
     for (int64_t t = 0; t < T; t++) ids[t] = (int32_t)t;
     Tensor pos = Tensor::from_host_i32(ids, {T}, dev);
-    row("rope (B, T, nh, hd), q or dq", 8, [&] { rope_forward(q, pos, 10000.0f, qr); });
+    std::vector<float> freqs(hd / 2);  // the default table of rope.hpp
+    for (int64_t i = 0; i < hd / 2; i++) freqs[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)hd);
+    Tensor freq = Tensor::from_host(freqs, {hd / 2}, dev);
+    row("rope (B, T, nh, hd), q or dq", 8, [&] { rope_forward(q, pos, freq, qr); });
     Tensor k = rnd({B, T, nkv, hd}, 6, dev), kr = empty(k.shape);
-    row("rope (B, T, nkv, hd), k or dk", 8, [&] { rope_forward(k, pos, 10000.0f, kr); });
+    row("rope (B, T, nkv, hd), k or dk", 8, [&] { rope_forward(k, pos, freq, kr); });
     row("residual add (N, h)", 8, [&] { add(x, y, dx); });
     Tensor logits = rnd({N, V}, 7, dev), dlogits = empty({N, V}), no_losses;
     std::vector<int32_t> tg(N);

@@ -95,7 +95,8 @@ bool Flags::parse(int argc, char** argv) {
 }
 
 void TrainConfig::register_flags(Flags& f) {
-    f.add("model", &model, "preset (tiny, small, smollm-135m, smollm-360m, llama3.2-1b, llama3-8b, llama3-70b) or a HF config.json");
+    f.add("model", &model, "preset (tiny, small, smollm-135m, smollm-360m, llama3.2-1b, llama3-8b, llama3-70b), a HF "
+          "config.json (weights from --seed), or a HF folder: config.json + model.safetensors (its weights)");
     f.add("device", &device, "auto | cpu | cuda");
     f.add("data", &data, "addition | llmc:GLOB | raw:GLOB | text:FILE");
     f.add("recompute", &recompute, "activation recomputation: none | selective | full");
@@ -118,6 +119,14 @@ void TrainConfig::register_flags(Flags& f) {
     f.add("log-jsonl", &log_jsonl, "also write one JSON object per step to this file");
     f.add("inject-nan", &inject_nan, "STEP — after that step's backward, rank 0 writes a NaN into one gradient "
           "(tests the non-finite check; 0: off)");
+    f.add("val-data", &val_data, "held-out data for the val loss, in the forms of --data (default: held-out samples "
+          "of --data)");
+    f.add("export-hf", &export_hf, "after training, write DIR/model.safetensors + config.json (transformers loads it)");
+    f.add("generate", &generate, "after training, continue this prompt with a KV cache and print the text");
+    f.add("max-new", &max_new, "tokens --generate writes at most");
+    f.add("temperature", &temperature, "--generate's sampling temperature (0: greedy)");
+    f.add("top-k", &top_k, "--generate samples among the k most likely tokens (0: all)");
+    f.add("tokenizer", &tokenizer, "tokenizer.json for --generate (default: --model DIR's tokenizer.json, else bytes)");
 }
 
 void TrainConfig::register_parallel_flags(Flags& f) {
@@ -239,7 +248,8 @@ void TrainConfig::validate() const {
     CHECK(seq >= 2, "--seq %ld must be >= 2", (long)seq);
     CHECK(micro_batch >= 1, "--micro-batch %ld must be >= 1", (long)micro_batch);
     CHECK(grad_accum >= 1, "--grad-accum %ld must be >= 1", (long)grad_accum);
-    CHECK(steps >= 1, "--steps %ld must be >= 1", (long)steps);
+    CHECK(steps >= 1 || (steps == 0 && (!generate.empty() || !export_hf.empty())),
+          "--steps %ld must be >= 1 (or 0 with --generate or --export-hf: no training)", (long)steps);
     CHECK(warmup >= 0, "--warmup %ld must be >= 0", (long)warmup);  // a shorter run warms up over fewer (train_loop)
     // NaN fails every comparison; inf passes "> 0", so finiteness is asked for by name
     CHECK(std::isfinite(lr) && lr > 0, "--lr %g must be a finite number > 0", lr);
@@ -265,6 +275,13 @@ void TrainConfig::validate() const {
           "--comm-timeout %g must be a finite number of seconds >= 0 (0: no deadline)", comm_timeout);
     if (!inject_failure.empty()) parse_rank_step(inject_failure, "--inject-failure");
     if (!inject_hang.empty()) parse_hang(inject_hang);
+    CHECK(max_new >= 1, "--max-new %ld must be >= 1", (long)max_new);
+    CHECK(std::isfinite(temperature) && temperature >= 0, "--temperature %g must be a finite number >= 0 (0: greedy)",
+          temperature);
+    CHECK(top_k >= 0, "--top-k %ld must be >= 0 (0: all)", (long)top_k);
+    CHECK(generate.empty() || (pp == 1 && !sp), "--generate runs the whole model on each rank, one token at a time: "
+          "not with %s (export with --export-hf and generate from chapter 01)",
+          pp > 1 ? strfmt("--pp %ld", (long)pp).c_str() : "--sp");
     CHECK(inject_nan >= 0 && inject_nan <= steps, "--inject-nan %ld must be a step of the run, 1 ... --steps %ld "
           "(0: off)", (long)inject_nan, (long)steps);
     validate_sizes(*this);

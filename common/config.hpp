@@ -34,7 +34,7 @@ class Flags {
 };
 
 struct TrainConfig {
-    std::string model = "small";   // preset name or path to a Hugging Face config.json
+    std::string model = "small";   // preset name, a Hugging Face config.json, or a folder with config + weights
     std::string device = "auto";   // auto | cpu | cuda
     std::string data = "addition"; // see data.hpp
     std::string recompute = "none";  // none | selective | full
@@ -52,6 +52,13 @@ struct TrainConfig {
     std::string log_jsonl;         // one JSON object per step
     std::string dump_reference;    // write weights/batch/grads for tools/torch_reference.py, then exit
     int64_t inject_nan = 0;        // STEP: a NaN written into one gradient after that step's backward (0: off)
+    std::string val_data;          // held-out data for the val loss (the --data forms); "": held-out --data samples
+    std::string export_hf;         // after training, write a Hugging Face folder here (hf_checkpoint.hpp)
+    std::string generate;          // after training, continue this prompt (generate.hpp)
+    int64_t max_new = 64;          // tokens --generate writes at most
+    float temperature = 0;         // 0: greedy
+    int64_t top_k = 0;             // 0: sample over the whole vocabulary
+    std::string tokenizer;         // tokenizer.json for --generate; "": --model DIR's, else the byte tokenizer
 
     // parallel layout (chapters 02+; register_parallel_flags): degrees of each axis, see grid.hpp
     int64_t dp = 1, tp = 1, pp = 1, cp = 1, ep = 1;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -200,6 +201,7 @@ class TokenFileDataset : public Dataset {
             const MappedFile& f = *files_.back();
             const uint8_t* tok = f.data;
             int64_t n = 0;
+            int width = kind == FileKind::text ? 1 : 2;  // bytes per token
             if (kind == FileKind::llmc) {
                 const size_t header = kLlmcHeaderInts * sizeof(int32_t);
                 CHECK(f.size >= header, "'%s' is %zu bytes, shorter than the %zu-byte llm.c header", p.c_str(),
@@ -209,12 +211,16 @@ class TokenFileDataset : public Dataset {
                 CHECK(h[0] == kLlmcMagic,
                       "'%s': magic %d is not the llm.c shard magic %d (headerless uint16 tokens: --data raw:%s)",
                       p.c_str(), h[0], kLlmcMagic, p.c_str());
-                CHECK(h[1] == kLlmcVersion, "'%s': llm.c shard version %d, only version %d (uint16 tokens) is read",
-                      p.c_str(), h[1], kLlmcVersion);
+                CHECK(h[1] == kLlmcVersion || h[1] == kLlmcVersion32,
+                      "'%s': llm.c shard version %d; versions %d (uint16 tokens) and %d (uint32) are read", p.c_str(),
+                      h[1], kLlmcVersion, kLlmcVersion32);
+                width = h[1] == kLlmcVersion ? 2 : 4;
+                CHECK(width == 4 || vocab_ <= 65536, "'%s': uint16 tokens (version 1), but the vocabulary is %d > 65536",
+                      p.c_str(), vocab_);
                 n = h[2];
-                CHECK(n >= 0 && f.size == header + 2 * (size_t)n,
+                CHECK(n >= 0 && f.size == header + width * (size_t)n,
                       "'%s': header says %ld tokens (%zu bytes), the file has %zu bytes", p.c_str(), (long)n,
-                      header + 2 * (size_t)std::max<int64_t>(n, 0), f.size);
+                      header + width * (size_t)std::max<int64_t>(n, 0), f.size);
                 tok += header;
             } else if (kind == FileKind::raw) {
                 CHECK(f.size % 2 == 0, "'%s': %zu bytes is not a whole number of uint16 tokens", p.c_str(), f.size);
@@ -222,7 +228,7 @@ class TokenFileDataset : public Dataset {
             } else {
                 n = (int64_t)f.size;
             }
-            if (n > 0) parts_.push_back(Part{&f, tok, total_, n});  // an empty file adds nothing to the stream
+            if (n > 0) parts_.push_back(Part{&f, tok, total_, n, width});  // an empty file adds nothing to the stream
             total_ += n;
         }
         check_tokens();
@@ -270,14 +276,15 @@ class TokenFileDataset : public Dataset {
     // files once (that also brings them into the page cache training reads them from); its time is printed
     // when noticeable.
     void check_tokens() const {
-        if (kind_ == FileKind::text || vocab_ >= 65536) return;
+        if (kind_ == FileKind::text) return;
         const auto t0 = std::chrono::steady_clock::now();
         for (const Part& part : parts_) {
-            uint16_t max = 0;  // a max reduction vectorises; the first bad index is searched only if there is one
-            for (int64_t i = 0; i < part.n; i++) max = std::max(max, (uint16_t)token_at(part, i));
-            if (max < vocab_) continue;
+            if (part.width == 2 && vocab_ >= 65536) continue;  // every uint16 is an id
+            uint32_t max = 0;  // a max reduction vectorises; the first bad index is searched only if there is one
+            for (int64_t i = 0; i < part.n; i++) max = std::max(max, (uint32_t)token_at(part, i));
+            if (max < (uint32_t)vocab_) continue;
             int64_t i = 0;
-            while (token_at(part, i) < vocab_) i++;
+            while ((uint32_t)token_at(part, i) < (uint32_t)vocab_) i++;
             FAIL("'%s': token %d at index %ld (of %ld) is >= the model's vocabulary size %d (a shard of another "
                  "tokenizer? --model sets the vocabulary)", part.file->path.c_str(), token_at(part, i), (long)i,
                  (long)part.n, vocab_);
@@ -291,9 +298,15 @@ class TokenFileDataset : public Dataset {
         const MappedFile* file;
         const uint8_t* tokens;
         int64_t start, n;  // global index of its first token, token count
+        int width;         // bytes per token: 1 text, 2 uint16, 4 uint32 (llm.c version 2)
     };
     int32_t token_at(const Part& part, int64_t i) const {
-        if (kind_ == FileKind::text) return part.tokens[i];
+        if (part.width == 1) return part.tokens[i];
+        if (part.width == 4) {
+            uint32_t v;
+            std::memcpy(&v, part.tokens + 4 * i, 4);  // little-endian uint32 (llm.c's Llama 3 shards)
+            return (int32_t)std::min<uint32_t>(v, INT32_MAX);
+        }
         uint16_t v;
         std::memcpy(&v, part.tokens + 2 * i, 2);  // little-endian uint16, as llm.c writes it
         return v;
@@ -355,7 +368,8 @@ std::unique_ptr<Dataset> make_dataset(const std::string& spec, uint64_t seed, in
               paths.size());
         return std::make_unique<TokenFileDataset>(FileKind::text, paths, seed, kByteVocab);
     }
-    CHECK(vocab <= 65536, "--data %s: uint16 tokens, but the vocabulary is %d > 65536", spec.c_str(), vocab);
+    CHECK(kind == "llmc" || vocab <= 65536, "--data %s: uint16 tokens, but the vocabulary is %d > 65536", spec.c_str(),
+          vocab);  // an llm.c shard says its width (version 1: uint16, 2: uint32)
     return std::make_unique<TokenFileDataset>(kind == "llmc" ? FileKind::llmc : FileKind::raw, paths, seed,
                                               vocab > 0 ? vocab : 65536);
 }

@@ -8,7 +8,8 @@
 // Datasets (make_dataset spec, i.e. the --data flag):
 //   addition          built-in synthetic task "24+71=950;" (42+17=59, every number least significant digit first),
 //                     byte tokenizer; only the answer and its ';' are targets
-//   llmc:GLOB[,GLOB]  llm.c token shards (256 x int32 header, magic 20240520, version 1, then uint16 tokens)
+//   llmc:GLOB[,GLOB]  llm.c token shards (256 x int32 header, magic 20240520, version 1 then uint16 tokens,
+//                     or version 2 then uint32 tokens: llm.c's Llama 3 shards, tools/prepare_data.py's)
 //   raw:GLOB[,GLOB]   headerless uint16 token files
 //   text:FILE         any file, one token per byte (vocabulary 256)
 // Tested by tests/01_single_gpu/test_data.cpp: `build/bin/tests_01 -ts='ch01 np1' -tc='*data*,*addition*,*shard*'`.
@@ -82,7 +83,8 @@ std::string render_bytes(const int32_t* tokens, int64_t T);
 
 // ---- llm.c shards ---------------------------------------------------------------------------------
 constexpr int32_t kLlmcMagic = 20240520;
-constexpr int32_t kLlmcVersion = 1;
+constexpr int32_t kLlmcVersion = 1;    // uint16 tokens (GPT-2's vocabulary)
+constexpr int32_t kLlmcVersion32 = 2;  // uint32 tokens (llm.c's Llama 3 shards)
 constexpr int64_t kLlmcHeaderInts = 256;
 // writes a version-1 llm.c shard (tests, tools)
 void write_llmc_shard(const std::string& path, const std::vector<uint16_t>& tokens);

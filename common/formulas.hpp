@@ -23,16 +23,16 @@ constexpr int64_t playbook_param_count(int64_t h, int64_t v, int64_t L) {
 }
 
 // Our Llama block: two RMSNorm weights (no bias), q/o of (nh hd, h), k/v of (nkv hd, h) (GQA), and
-// SwiGLU's three (f, h) matrices; no biases anywhere.
-constexpr int64_t llama_layer_param_count(int64_t h, int64_t nh, int64_t nkv, int64_t f) {
-    const int64_t hd = h / nh;
+// SwiGLU's three (f, h) matrices; no biases anywhere. hd = 0: h / nh (a config's head_dim may differ).
+constexpr int64_t llama_layer_param_count(int64_t h, int64_t nh, int64_t nkv, int64_t f, int64_t hd = 0) {
+    if (hd == 0) hd = h / nh;
     return 2 * h + 2 * h * nh * hd + 2 * h * nkv * hd + 3 * h * f;
 }
 
 // + embedding (V, h), final norm (h) and, when untied, lm_head (V, h)
 constexpr int64_t llama_param_count(int64_t V, int64_t h, int64_t L, int64_t nh, int64_t nkv, int64_t f,
-                                    bool tied) {
-    return V * h + L * llama_layer_param_count(h, nh, nkv, f) + h + (tied ? 0 : V * h);
+                                    bool tied, int64_t hd = 0) {
+    return V * h + L * llama_layer_param_count(h, nh, nkv, f, hd) + h + (tied ? 0 : V * h);
 }
 
 // ---- model state: weights, gradients, optimizer (Adam: momentum + variance) ---------------------------

@@ -39,7 +39,7 @@ void Model::norm_weight_grad(const ParamTensor& t, Tensor dw, const Tensor& dy, 
 // Saved tensors are allocated with `saved` (activations, or workspace while recomputing / evaluating), the
 // block output with `out_tag` (it is the next block's saved input).
 Tensor Model::block_forward(const LayerParams& w, const MicroBatch& mb, double global_tokens, const Tensor& x_in,
-                            LayerActs& a, Tag saved, Tag out_tag, bool keep_probs) {
+                            LayerActs& a, Tag saved, Tag out_tag, bool keep_probs, KVCacheLayer* cache) {
     const int64_t N = x_in.size(0), h = cfg_.hidden;
     const float eps = (float)cfg_.norm_eps;
     const DType act = opt_.precision.act;
@@ -50,7 +50,7 @@ Tensor Model::block_forward(const LayerParams& w, const MicroBatch& mb, double g
     Tensor xn1 = make({N, h}, act, device_, saved);
     rmsnorm_forward(x_in, w["input_layernorm.weight"], xn1, a.attn_rstd, eps);
     a.xn1 = tp_->enter_forward(xn1);  // f   (Ng, h); Ng = N unless SP gathers the sequence
-    Tensor y = attn_->forward(cfg_, w, mb, a.xn1, a.attn, saved, keep_probs);  // (Ng, h) partial under TP
+    Tensor y = attn_->forward(cfg_, w, mb, a.xn1, a.attn, saved, keep_probs, cache);  // (Ng, h) partial under TP
     Tensor attn = tp_->exit_forward(y);  // g   (N, h)
     a.x_mid = make({N, h}, act, device_, saved);
     add(x_in, attn, a.x_mid);
@@ -181,7 +181,7 @@ void Model::head_backward_weight(HeadActs& acts) {
 // ---- the micro-batch ----------------------------------------------------------------------------------
 
 MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_tokens, const Tensor& hidden_in,
-                                  Tensor* logits) {
+                                  Tensor* logits, KVCache* cache) {
     const Tf32Scope tf32(opt_.precision.tf32);  // the policy's matmul precision for this pass
     const PipelineSlice& s = layout_.slice;
     const int64_t B = mb.B, T = mb.T, N = B * T;
@@ -228,7 +228,8 @@ MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_t
         notify(unit, Pass::forward, true);
         LayerParams w = layer_params(i, Pass::forward);
         LayerActs a;
-        Tensor x_out = block_forward(w, acts.mb, global_tokens, x, a, saved, keep, keep_probs);
+        Tensor x_out = block_forward(w, acts.mb, global_tokens, x, a, saved, keep, keep_probs,
+                                     cache ? &cache->layers[i] : nullptr);
         release_layer(i);
         acts.aux_loss += a.mlp->aux_loss;
         if (train) {
@@ -349,9 +350,31 @@ double Model::forward_loss(const Tensor& tokens, const Tensor& targets, int64_t 
     return run_forward(Run::loss, MicroBatch::whole(tokens, targets, B, T), global_tokens, Tensor(), nullptr).loss;
 }
 
-Tensor Model::forward_logits(const Tensor& tokens, int64_t B, int64_t T) {
+Tensor Model::forward_logits(const Tensor& tokens, int64_t B, int64_t T, const Tensor& hidden_in) {
     Tensor logits;
-    run_forward(Run::logits, MicroBatch::whole(tokens, Tensor(), B, T), 1.0, Tensor(), &logits);
+    MicroBatchActs a = run_forward(Run::logits, MicroBatch::whole(tokens, Tensor(), B, T), 1.0, hidden_in, &logits);
+    return layout_.slice.has_head ? logits : a.output;
+}
+
+Tensor Model::decode(const Tensor& tokens, KVCache& cache) {
+    const PipelineSlice& s = layout_.slice;
+    CHECK(s.has_embedding && s.has_head && s.layer_begin == 0 && s.layer_end == cfg_.n_layers,
+          "generation runs the whole model on each rank, not a pipeline stage (export with --export-hf and "
+          "generate from chapter 01)");
+    CHECK(!tp_->splits_tokens(), "generation feeds one token at a time, which sequence parallelism cannot split "
+          "over tp (generate without --sp)");
+    CHECK((int64_t)cache.layers.size() == cfg_.n_layers, "decode: a KV cache of %zu layers for %lld",
+          cache.layers.size(), (long long)cfg_.n_layers);
+    const int64_t n = tokens.numel(), past = cache.len();
+    CHECK(n >= 1 && past + n <= std::min(cache.capacity, cfg_.max_seq),
+          "decode: positions %lld ... %lld are beyond the KV cache's %lld or the model's max_seq %lld",
+          (long long)past, (long long)(past + n - 1), (long long)cache.capacity, (long long)cfg_.max_seq);
+    MicroBatch mb = MicroBatch::whole(tokens, Tensor(), 1, n);
+    std::vector<int32_t> pos(n);
+    for (int64_t i = 0; i < n; i++) pos[i] = (int32_t)(past + i);
+    mb.positions = Tensor::from_host_i32(pos, {n}, device_, Tag::workspace);  // (n) where the new tokens sit
+    Tensor logits;
+    run_forward(Run::logits, mb, 1.0, Tensor(), &logits, &cache);
     return logits;
 }
 

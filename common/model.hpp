@@ -41,6 +41,9 @@ struct ModelOptions {
     // a ParamProvider / GradientSink must then serve them: ZeRO-3's gathered units, ZeRO-2's shard (ch03)
     bool resident_params = true, resident_grads = true;
     Precision precision;
+    // where the first weights come from: nullptr, init_params keyed by the seed; or a checkpoint
+    // (hf_checkpoint.hpp: --model DIR), each rank reading its slices
+    std::shared_ptr<const WeightSource> weights;
     // the layer's cores; they declare their weights, so they are chosen when the model is built
     std::shared_ptr<AttentionCore> attention_core;  // nullptr: LocalAttention(attention)
     std::shared_ptr<MlpCore> mlp_core;              // nullptr: DenseSwiGLU
@@ -99,6 +102,13 @@ class Model {
     Tensor& params() { return params_; }
     Tensor& grads() { return grads_; }
     void zero_grads();
+    // The first weights of `layout`'s tensors (this model's, or one unit's or shard's part of it) into flat:
+    // what the constructor puts in params(), for a ZeRO-3 shard that holds no full buffer (ch03).
+    void initial_weights(const ParamLayout& layout, Tensor& flat) const;
+    // One unit's weights in the compute dtype outside any pass (export, inspection). With a gathering
+    // provider (ZeRO-3) every rank of its group must call both, in the same order.
+    Tensor unit_weights(int unit) { return acquire(unit, -1); }
+    void release_unit(int unit) { release(unit); }
 
     // One micro-batch through this rank's slice. global_tokens is the number of non-ignored targets in the
     // GLOBAL batch (all micro-batches, all data-parallel ranks): the loss and its gradient are divided by
@@ -121,7 +131,16 @@ class Model {
                             double global_tokens);  // returns this micro-batch's loss sum / global_tokens
     // evaluation: nothing saved, no gradients
     double forward_loss(const Tensor& tokens, const Tensor& targets, int64_t B, int64_t T, double global_tokens);
-    Tensor forward_logits(const Tensor& tokens, int64_t B, int64_t T);  // (B T, V)
+    // (B T, V) on the head's stage; a pipeline stage without the embedding reads hidden_in, one without the
+    // head returns its output (B T, h) instead
+    Tensor forward_logits(const Tensor& tokens, int64_t B, int64_t T, const Tensor& hidden_in = {});
+
+    // generation (generate.hpp): a KV cache of every layer for `capacity` positions of one sequence
+    // (Tag::activations), and n tokens (i32 on the model's device) at positions cache.len() ... + n - 1
+    // through the whole model: their keys and values join the cache; returns their logits (n, V), or this
+    // rank's vocabulary shard (n, V/tp). Every rank of a model-parallel group calls it (it communicates).
+    KVCache kv_cache(int64_t capacity) const;
+    Tensor decode(const Tensor& tokens, KVCache& cache);
 
     // Swap in a chapter's implementation of a seam (spine.hpp); nullptr restores the single-device
     // default. The model does not own what it is given. (The attention and MLP cores are chosen in
@@ -138,7 +157,7 @@ class Model {
    private:
     enum class Run { train, loss, logits };
     MicroBatchActs run_forward(Run run, const MicroBatch& mb, double global_tokens, const Tensor& hidden_in,
-                               Tensor* logits);
+                               Tensor* logits, KVCache* cache = nullptr);
     Tensor run_backward(MicroBatchActs& acts, const Tensor& doutput, bool input, bool weight);
     // the unit's weights in the compute dtype; next: the unit acquired after it (-1: none), or by the pass's walk
     Tensor acquire(int unit, int next);
@@ -151,7 +170,7 @@ class Model {
     void grads_ready(int64_t layer);  // every unit of the layer
     Tensor embed_forward(const Tensor& tokens, Tag tag);
     Tensor block_forward(const LayerParams& w, const MicroBatch& mb, double global_tokens, const Tensor& x_in,
-                         LayerActs& a, Tag saved, Tag out_tag, bool keep_probs);
+                         LayerActs& a, Tag saved, Tag out_tag, bool keep_probs, KVCacheLayer* cache = nullptr);
     Tensor block_backward_input(const LayerParams& w, const MicroBatch& mb, LayerActs& a, const Tensor& dx_out,
                                 Tag keep);
     void block_backward_weight(int64_t layer, LayerActs& a);

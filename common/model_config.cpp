@@ -2,7 +2,7 @@
 //
 // The preset values are those of the models' config.json on the Hugging Face hub (HuggingFaceTB/SmolLM-135M,
 // HuggingFaceTB/SmolLM-360M, meta-llama/Llama-3.2-1B, meta-llama/Meta-Llama-3-8B,
-// meta-llama/Meta-Llama-3-70B). Llama-3.2-1B's "llama3" rope_scaling is not modelled (see load_hf_config).
+// meta-llama/Meta-Llama-3-70B), Llama-3.2-1B with its "llama3" rope_scaling.
 // Test: `build/bin/tests_01 -ts='ch01 np1' -tc='*config*'`.
 #include "model_config.hpp"
 
@@ -21,7 +21,7 @@
 namespace penta {
 
 int64_t LlamaConfig::n_params() const {
-    return llama_param_count(vocab, hidden, n_layers, n_heads, n_kv_heads, ffn, tied_embeddings);
+    return llama_param_count(vocab, hidden, n_layers, n_heads, n_kv_heads, ffn, tied_embeddings, head_dim());
 }
 
 void LlamaConfig::validate() const {
@@ -33,14 +33,26 @@ void LlamaConfig::validate() const {
     CHECK(n_kv_heads > 0, "model %s: n_kv_heads %lld must be positive", n, (long long)n_kv_heads);
     CHECK(ffn > 0, "model %s: ffn %lld must be positive", n, (long long)ffn);
     CHECK(max_seq > 0, "model %s: max_seq %lld must be positive", n, (long long)max_seq);
-    CHECK(hidden % n_heads == 0, "model %s: hidden %lld must be a multiple of n_heads %lld", n,
+    CHECK(head_size > 0 || hidden % n_heads == 0, "model %s: hidden %lld must be a multiple of n_heads %lld", n,
           (long long)hidden, (long long)n_heads);
+    CHECK(head_size >= 0 && head_size <= 65536, "model %s: head_dim %lld must be in [1, 65536] (0: hidden / n_heads)",
+          n, (long long)head_size);
     CHECK(n_heads % n_kv_heads == 0, "model %s: n_heads %lld must be a multiple of n_kv_heads %lld (GQA)", n,
           (long long)n_heads, (long long)n_kv_heads);
-    CHECK(head_dim() % 2 == 0, "model %s: head_dim %lld (hidden / n_heads) must be even for RoPE", n,
-          (long long)head_dim());
+    CHECK(head_dim() % 2 == 0, "model %s: head_dim %lld must be even for RoPE", n, (long long)head_dim());
     CHECK(std::isfinite(rope_theta) && rope_theta > 0, "model %s: rope_theta %g must be finite and positive", n,
           rope_theta);
+    if (rope_scaling.type == RopeScaling::Type::llama3) {
+        const RopeScaling& r = rope_scaling;
+        CHECK(std::isfinite(r.factor) && r.factor >= 1, "model %s: rope_scaling factor %g must be finite and >= 1", n,
+              r.factor);
+        CHECK(std::isfinite(r.low_freq_factor) && std::isfinite(r.high_freq_factor) && r.low_freq_factor > 0 &&
+                  r.high_freq_factor > r.low_freq_factor,
+              "model %s: rope_scaling needs 0 < low_freq_factor %g < high_freq_factor %g", n, r.low_freq_factor,
+              r.high_freq_factor);
+        CHECK(r.original_max_position > 0, "model %s: rope_scaling original_max_position_embeddings %lld must be "
+              "positive", n, (long long)r.original_max_position);
+    }
     CHECK(std::isfinite(norm_eps) && norm_eps > 0, "model %s: norm_eps %g must be finite and positive", n, norm_eps);
     // sizes the kernels index with 32-bit ints, and a parameter count whose byte sizes fit int64 (a config
     // from a file could say anything: the product must not wrap before the memory check sees it)
@@ -63,6 +75,13 @@ LlamaConfig make(const char* name, int64_t V, int64_t h, int64_t L, int64_t nh, 
     return c;
 }
 
+// Llama 3.1 / 3.2's rope_scaling: {"rope_type": "llama3", "factor": F, "low_freq_factor": 1,
+// "high_freq_factor": 4, "original_max_position_embeddings": 8192}
+LlamaConfig llama3_scaled(LlamaConfig c, double factor) {
+    c.rope_scaling = RopeScaling{RopeScaling::Type::llama3, factor, 1.0, 4.0, 8192};
+    return c;
+}
+
 const std::vector<LlamaConfig>& presets() {
     static const std::vector<LlamaConfig> all = {
         // name, vocab, hidden, layers, heads, kv heads, ffn, max_seq, rope theta, norm eps, tied
@@ -71,7 +90,7 @@ const std::vector<LlamaConfig>& presets() {
         make("small", 256, 256, 4, 8, 4, 704, 256, 10000.0, 1e-5, true),
         make("smollm-135m", 49152, 576, 30, 9, 3, 1536, 2048, 10000.0, 1e-5, true),
         make("smollm-360m", 49152, 960, 32, 15, 5, 2560, 2048, 10000.0, 1e-5, true),
-        make("llama3.2-1b", 128256, 2048, 16, 32, 8, 8192, 131072, 500000.0, 1e-5, true),
+        llama3_scaled(make("llama3.2-1b", 128256, 2048, 16, 32, 8, 8192, 131072, 500000.0, 1e-5, true), 32),
         make("llama3-8b", 128256, 4096, 32, 32, 8, 14336, 8192, 500000.0, 1e-5, false),
         make("llama3-70b", 128256, 8192, 80, 64, 8, 28672, 8192, 500000.0, 1e-5, false),
     };
@@ -94,6 +113,57 @@ LlamaConfig preset(const std::string& name) {
     }
     FAIL("unknown model preset '%s' (valid: %s)", name.c_str(), valid.c_str());
 }
+
+namespace {
+
+// rope_scaling: null, {"rope_type": "default"} or a llama3 block (older configs say "type")
+void read_rope_scaling(const nlohmann::json& j, const std::string& path, LlamaConfig& c) {
+    if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return;
+    const nlohmann::json& r = j["rope_scaling"];
+    if (!r.is_object()) FAIL("%s: key \"rope_scaling\" must be an object or null, got %s", path.c_str(), r.dump().c_str());
+    const char* type_key = r.contains("rope_type") ? "rope_type" : "type";
+    const std::string type = r.contains(type_key) && r[type_key].is_string() ? r[type_key].get<std::string>() : "";
+    if (type == "default") return;
+    if (type != "llama3")
+        FAIL("%s: rope_scaling %s = %s is not implemented (only \"llama3\" and \"default\")", path.c_str(), type_key,
+             r.contains(type_key) ? r[type_key].dump().c_str() : "(missing)");
+    auto number = [&](const char* key) -> double {
+        if (!r.contains(key) || !r[key].is_number())
+            FAIL("%s: rope_scaling of type llama3 needs the number \"%s\", got %s", path.c_str(), key,
+                 r.contains(key) ? r[key].dump().c_str() : "nothing");
+        return r[key].get<double>();
+    };
+    RopeScaling& s = c.rope_scaling;
+    s.type = RopeScaling::Type::llama3;
+    s.factor = number("factor");
+    s.low_freq_factor = number("low_freq_factor");
+    s.high_freq_factor = number("high_freq_factor");
+    const double orig = number("original_max_position_embeddings");
+    if (orig != std::floor(orig) || orig < 1 || orig > 1e12)
+        FAIL("%s: rope_scaling original_max_position_embeddings %g must be a positive integer", path.c_str(), orig);
+    s.original_max_position = (int64_t)orig;
+}
+
+// Keys with which transformers builds a different model than ours: refused, naming the key and the value,
+// rather than silently training something else.
+void refuse_unimplemented(const nlohmann::json& j, const std::string& path) {
+    auto is = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+    for (const char* key : {"attention_bias", "mlp_bias"})
+        if (is(key) && j[key] != false)
+            FAIL("%s: %s = %s is not implemented (our linears have no bias)", path.c_str(), key, j[key].dump().c_str());
+    if (is("hidden_act") && j["hidden_act"] != "silu")
+        FAIL("%s: hidden_act = %s is not implemented (the MLP is SwiGLU: \"silu\")", path.c_str(),
+             j["hidden_act"].dump().c_str());
+    if (is("attention_dropout") && !(j["attention_dropout"].is_number() && j["attention_dropout"].get<double>() == 0))
+        FAIL("%s: attention_dropout = %s is not implemented (no dropout)", path.c_str(),
+             j["attention_dropout"].dump().c_str());
+    const bool window_off = j.contains("use_sliding_window") && j["use_sliding_window"] == false;
+    if (is("sliding_window") && !window_off)
+        FAIL("%s: sliding_window = %s is not implemented (every token attends to all before it)", path.c_str(),
+             j["sliding_window"].dump().c_str());
+}
+
+}  // namespace
 
 LlamaConfig load_hf_config(const std::string& path) {
     std::error_code ec;
@@ -141,12 +211,9 @@ LlamaConfig load_hf_config(const std::string& path) {
             FAIL("%s: key \"tie_word_embeddings\" must be true or false", path.c_str());
         c.tied_embeddings = j["tie_word_embeddings"].get<bool>();
     }
-    if (has("head_dim") && c.n_heads > 0 && integer("head_dim") != c.hidden / c.n_heads)
-        FAIL("%s: key \"head_dim\" %lld must equal hidden_size / num_attention_heads = %lld", path.c_str(),
-             (long long)integer("head_dim"), (long long)(c.hidden / c.n_heads));
-    if (has("rope_scaling") && world_rank() == 0)
-        std::fprintf(stderr, "note: %s: rope_scaling %s is ignored (plain RoPE with theta %g)\n",
-                     path.c_str(), j["rope_scaling"].dump().c_str(), c.rope_theta);
+    if (has("head_dim")) c.head_size = integer("head_dim");  // equal to hidden / heads in most Llamas
+    read_rope_scaling(j, path, c);
+    refuse_unimplemented(j, path);
     try {
         c.validate();
     } catch (const Error& e) {

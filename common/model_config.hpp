@@ -12,6 +12,14 @@
 
 namespace penta {
 
+// rope_scaling of a Hugging Face config: "llama3" (Llama 3.1 / 3.2) divides the low frequencies by
+// `factor`, keeps the high ones and interpolates between (rope.hpp computes the table as transformers does).
+struct RopeScaling {
+    enum class Type : uint8_t { none, llama3 } type = Type::none;
+    double factor = 1, low_freq_factor = 1, high_freq_factor = 4;
+    int64_t original_max_position = 0;  // original_max_position_embeddings
+};
+
 struct LlamaConfig {
     std::string name;
     int64_t vocab = 0;
@@ -22,10 +30,12 @@ struct LlamaConfig {
     int64_t ffn = 0;         // SwiGLU intermediate size f
     int64_t max_seq = 0;     // longest sequence the model accepts
     double rope_theta = 10000.0;
+    RopeScaling rope_scaling;      // Llama 3.1+'s frequency rescaling for long contexts (none: plain RoPE)
     double norm_eps = 1e-5;
     bool tied_embeddings = false;  // lm_head reuses the embedding table
+    int64_t head_size = 0;         // HF's head_dim where it differs from hidden / n_heads; 0: hidden / n_heads
 
-    int64_t head_dim() const { return hidden / n_heads; }
+    int64_t head_dim() const { return head_size > 0 ? head_size : hidden / n_heads; }
     int64_t n_params() const;  // exact count of OUR Llama (formulas.hpp: llama_param_count)
     // Throws naming the field, the value and the rule that fails (e.g. "n_heads 6 % n_kv_heads 4 != 0").
     void validate() const;
@@ -37,8 +47,9 @@ LlamaConfig preset(const std::string& name);
 std::vector<std::string> preset_names();
 
 // Reads a Hugging Face Llama config.json (hidden_size, num_hidden_layers, ...). Errors name the file and
-// the key. rope_scaling is ignored (announced on stderr): positions past the original training length
-// rotate as plain RoPE would, unlike HF's Llama-3.1-style frequency rescaling.
+// the key. Keys that would make the model differ from ours are refused naming the key and the value:
+// attention_bias / mlp_bias true, hidden_act other than silu, attention_dropout > 0, a rope_scaling type
+// other than llama3, a sliding_window in use.
 LlamaConfig load_hf_config(const std::string& path);
 
 // What the forward pass keeps for backward (playbook: "Activation recomputation"):

@@ -213,6 +213,10 @@ void init_params(const ParamLayout& layout, uint64_t seed, Tensor& flat) {
             init_normal(valid, seed, name_stream(t.name), t.init_std, t.row0, t.col0, t.full_shape[1]);
         }
     }
+    store_params(host, flat);
+}
+
+void store_params(const Tensor& host, Tensor& flat) {
     if (host.buf == flat.buf) return;
     if (flat.dtype == DType::f32) {
         copy(flat, host);

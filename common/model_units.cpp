@@ -8,6 +8,7 @@
 
 #include "model.hpp"
 #include "ops.hpp"
+#include "rope.hpp"
 
 namespace penta {
 
@@ -16,10 +17,12 @@ Model::Model(const LlamaConfig& cfg, Device device, uint64_t seed, const ModelOp
     opt_.precision.validate();
     attn_ = opt.attention_core ? opt.attention_core : std::make_shared<LocalAttention>(opt.attention);
     mlp_ = opt.mlp_core ? opt.mlp_core : std::make_shared<DenseSwiGLU>();
+    attn_->set_rope(rope_inv_freq_tensor(cfg, device));  // made once, on the model's device
     layout_ = ParamLayout::build(cfg, opt.layout(), attn_.get(), mlp_.get());
+    if (opt.weights) opt.weights->check(ParamLayout::build(cfg, LayoutOptions{}, attn_.get(), mlp_.get()));
     if (opt.resident_params) {
         params_ = Tensor::empty({layout_.numel}, opt_.precision.param, device_, Tag::params);
-        init_params(layout_, seed, params_);
+        initial_weights(layout_, params_);
     }
     if (opt.resident_grads) grads_ = Tensor::zeros({layout_.numel}, opt_.precision.grad, device_, Tag::grads);
     default_tp_ = std::make_unique<IdentityBoundary>();
@@ -49,6 +52,24 @@ Model::Model(const LlamaConfig& cfg, Device device, uint64_t seed, const ModelOp
     next_backward_.assign(layout_.units.size(), -1);
     for (size_t k = 0; k + 1 < fwd.size(); k++) next_forward_[fwd[k]] = fwd[k + 1];
     for (size_t k = 0; k + 1 < bwd.size(); k++) next_backward_[bwd[k]] = bwd[k + 1];
+}
+
+void Model::initial_weights(const ParamLayout& layout, Tensor& flat) const {
+    if (opt_.weights)
+        opt_.weights->fill(layout, flat);
+    else
+        init_params(layout, seed_, flat);
+}
+
+KVCache Model::kv_cache(int64_t capacity) const {
+    KVCache c;
+    c.capacity = capacity;
+    for (int64_t i = 0; i < cfg_.n_layers; i++) {
+        const int64_t kv_dim = cfg_.n_kv_heads / opt_.tp * cfg_.head_dim();  // this rank's kv heads
+        c.layers.push_back({Tensor::empty({capacity, kv_dim}, opt_.precision.act, device_, Tag::activations),
+                            Tensor::empty({capacity, kv_dim}, opt_.precision.act, device_, Tag::activations), 0});
+    }
+    return c;
 }
 
 void Model::zero_grads() {

@@ -114,22 +114,24 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const 
     DISPATCH(x.device(), rmsnorm_backward, dy, x, w, rstd, dx, dw);
 }
 
-static void check_rope(const char* op, const Tensor& x, const Tensor& pos, const Tensor& out) {
+static void check_rope(const char* op, const Tensor& x, const Tensor& pos, const Tensor& inv_freq,
+                       const Tensor& out) {
     need_f32(op, "x", x, 4);
     CHECK(x.size(3) % 2 == 0, "%s: head dim %ld must be even", op, (long)x.size(3));
     need(op, "pos", pos, DType::i32, {x.size(1)});
+    need(op, "inv_freq", inv_freq, DType::f32, {x.size(3) / 2});
     need(op, "out", out, DType::f32, x.shape);
-    same_device(op, {&x, &pos, &out});
+    same_device(op, {&x, &pos, &inv_freq, &out});
 }
 
-void rope_forward(const Tensor& x, const Tensor& pos, float theta, Tensor& out) {
-    check_rope("rope", x, pos, out);
-    DISPATCH(x.device(), rope_forward, x, pos, theta, out);
+void rope_forward(const Tensor& x, const Tensor& pos, const Tensor& inv_freq, Tensor& out) {
+    check_rope("rope", x, pos, inv_freq, out);
+    DISPATCH(x.device(), rope_forward, x, pos, inv_freq, out);
 }
 
-void rope_backward(const Tensor& dout, const Tensor& pos, float theta, Tensor& dx) {
-    check_rope("rope_backward", dout, pos, dx);
-    DISPATCH(dout.device(), rope_backward, dout, pos, theta, dx);
+void rope_backward(const Tensor& dout, const Tensor& pos, const Tensor& inv_freq, Tensor& dx) {
+    check_rope("rope_backward", dout, pos, inv_freq, dx);
+    DISPATCH(dout.device(), rope_backward, dout, pos, inv_freq, dx);
 }
 
 // q, k, v, out share one dtype: f32 on every device; bf16 / f16 (the tiled kernels on a GPU's tensor

@@ -64,10 +64,11 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const 
                       Tensor& dw);
 
 // ---- RoPE (Hugging Face Llama convention: rotate_half pairs element i with i + hd/2) -------------------
-// x, out (B, T, nh, hd); pos (T) i32 global positions. inv_freq_i = theta^(-2i/hd), angle = pos * inv_freq_i
-// (both in f32, as HF computes them). out may alias x. Backward is the rotation by -angle.
-void rope_forward(const Tensor& x, const Tensor& pos, float theta, Tensor& out);
-void rope_backward(const Tensor& dout, const Tensor& pos, float theta, Tensor& dx);
+// x, out (B, T, nh, hd); pos (T) i32 global positions; inv_freq (hd/2) f32, the model's table (rope.hpp:
+// theta^(-2i/hd), rescaled for Llama 3.1's rope_scaling); angle = pos * inv_freq_i in f32, as HF computes
+// it. out may alias x. Backward is the rotation by -angle.
+void rope_forward(const Tensor& x, const Tensor& pos, const Tensor& inv_freq, Tensor& out);
+void rope_backward(const Tensor& dout, const Tensor& pos, const Tensor& inv_freq, Tensor& dx);
 
 // ---- causal attention with GQA -------------------------------------------------------------------------
 // q (B, Tq, nh, hd); k, v (B, Tk, nkv, hd); out (B, Tq, nh, hd); lse (B, nh, Tq) natural-log sum-exp of

@@ -135,16 +135,17 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const 
 namespace {
 
 // Rotates each (x_i, x_{i+hd/2}) pair by sign * angle(pos, i). HF's rotate_half form:
-// out_i = x_i cos - x_{i+hd/2} sin, out_{i+hd/2} = x_{i+hd/2} cos + x_i sin. inv_freq and the angle are
-// computed in f32 exactly as HF does, so positions in the thousands give the same rounding.
-void rope_rotate(const Tensor& x, const Tensor& pos, float theta, Tensor& out, float sign) {
+// out_i = x_i cos - x_{i+hd/2} sin, out_{i+hd/2} = x_{i+hd/2} cos + x_i sin. The angle is computed in f32
+// exactly as HF does (from HF's own inv_freq table, rope.hpp), so positions in the thousands give the
+// same rounding.
+void rope_rotate(const Tensor& x, const Tensor& pos, const Tensor& inv_freq, Tensor& out, float sign) {
     const int64_t B = x.size(0), T = x.size(1), nh = x.size(2), hd = x.size(3), half = hd / 2;
-    const int32_t* pp = pos.ptr<int32_t>();  // (T)
+    const int32_t* pp = pos.ptr<int32_t>();       // (T)
+    const float* freq = inv_freq.ptr<float>();    // (hd/2)
     std::vector<float> cs(T * half), sn(T * half);  // (T, hd/2)
     for (int64_t i = 0; i < half; i++) {
-        float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
         for (int64_t t = 0; t < T; t++) {
-            float angle = (float)pp[t] * inv_freq;
+            float angle = (float)pp[t] * freq[i];
             cs[t * half + i] = cosf(angle);
             sn[t * half + i] = sign * sinf(angle);
         }
@@ -168,13 +169,13 @@ void rope_rotate(const Tensor& x, const Tensor& pos, float theta, Tensor& out, f
 
 }  // namespace
 
-void rope_forward(const Tensor& x, const Tensor& pos, float theta, Tensor& out) {
-    rope_rotate(x, pos, theta, out, 1.0f);
+void rope_forward(const Tensor& x, const Tensor& pos, const Tensor& inv_freq, Tensor& out) {
+    rope_rotate(x, pos, inv_freq, out, 1.0f);
 }
 
 // a rotation's transpose is the rotation by -angle
-void rope_backward(const Tensor& dout, const Tensor& pos, float theta, Tensor& dx) {
-    rope_rotate(dout, pos, theta, dx, -1.0f);
+void rope_backward(const Tensor& dout, const Tensor& pos, const Tensor& inv_freq, Tensor& dx) {
+    rope_rotate(dout, pos, inv_freq, dx, -1.0f);
 }
 
 // ---- SwiGLU --------------------------------------------------------------------------------------------

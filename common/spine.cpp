@@ -77,11 +77,11 @@ void AttentionCore::declare(LayoutBuilder& b) const {
 }
 
 Tensor AttentionCore::forward(const LlamaConfig& c, const LayerParams& w, const MicroBatch& mb, const Tensor& x,
-                              AttnActs& a, Tag saved, bool keep_probs) {
+                              AttnActs& a, Tag saved, bool keep_probs, KVCacheLayer* cache) {
     const Tensor wq = w["self_attn.q_proj.weight"], wk = w["self_attn.k_proj.weight"];
     const Tensor wv = w["self_attn.v_proj.weight"], wo = w["self_attn.o_proj.weight"];
     const int64_t Ng = x.size(0), B = mb.B, T = Ng / B, hd = c.head_dim(), q_dim = wq.size(0), kv_dim = wk.size(0);
-    const float theta = (float)c.rope_theta;
+    CHECK(inv_freq_.defined(), "the attention core has no RoPE table (the model sets it when built)");
     a.q = like(x, {Ng, q_dim}, saved);
     a.k = like(x, {Ng, kv_dim}, saved);
     a.v = like(x, {Ng, kv_dim}, saved);
@@ -89,13 +89,25 @@ Tensor AttentionCore::forward(const LlamaConfig& c, const LayerParams& w, const 
     linear_forward(x, wk, a.k);
     linear_forward(x, wv, a.v);
     Tensor q4 = heads(a.q, B, hd), k4 = heads(a.k, B, hd), v4 = heads(a.v, B, hd);  // (B, T, n, hd)
-    rope_forward(q4, mb.positions, theta, q4);  // each token rotated by its own position
-    rope_forward(k4, mb.positions, theta, k4);
+    rope_forward(q4, mb.positions, inv_freq_, q4);  // each token rotated by its own position
+    rope_forward(k4, mb.positions, inv_freq_, k4);
     a.out = like(x, {Ng, q_dim}, saved);
     a.lse = Tensor::empty({B, q_dim / hd, T}, DType::f32, x.device(), saved);  // an f32 statistic
     if (keep_probs) a.probs = like(x, {B, q_dim / hd, T, T}, saved);
     Tensor o4 = heads(a.out, B, hd);
-    attend(q4, k4, v4, mb.positions, o4, a.lse, keep_probs ? &a.probs : nullptr);
+    if (cache) {  // generation: append this step's keys and values, attend to all the cached ones
+        const int64_t past = cache->len, len = past + T;
+        CHECK(B == 1 && len <= cache->k.size(0), "KV cache: %lld + %lld tokens of one sequence exceed its %lld",
+              (long long)past, (long long)T, (long long)cache->k.size(0));
+        Tensor k_new = cache->k.slice(past, T), v_new = cache->v.slice(past, T);  // (T, nkv hd)
+        copy(k_new, a.k);
+        copy(v_new, a.v);
+        cache->len = len;
+        const Tensor K = heads(cache->k.slice(0, len), 1, hd), V = heads(cache->v.slice(0, len), 1, hd);
+        attention_forward_tiled(q4, K, V, o4, a.lse, AttnSpan{past, 0, true});  // query i sits at past + i
+    } else {
+        attend(q4, k4, v4, mb.positions, o4, a.lse, keep_probs ? &a.probs : nullptr);
+    }
     Tensor y = like(x, {Ng, wo.size(0)}, Tag::workspace);
     linear_forward(a.out, wo, y);  // row-parallel: a partial sum under TP
     return y;
@@ -104,7 +116,6 @@ Tensor AttentionCore::forward(const LlamaConfig& c, const LayerParams& w, const 
 Tensor AttentionCore::backward_input(const LlamaConfig& c, const LayerParams& w, const MicroBatch& mb, AttnActs& a,
                                      const Tensor& dy, Tag keep) {
     const int64_t B = mb.B, hd = c.head_dim();
-    const float theta = (float)c.rope_theta;
     const Tensor wq = w["self_attn.q_proj.weight"], wk = w["self_attn.k_proj.weight"];
     const Tensor wv = w["self_attn.v_proj.weight"], wo = w["self_attn.o_proj.weight"];
     a.d_y = dy;  // (Ng, h) o_proj's weight gradient reads it in W
@@ -119,8 +130,8 @@ Tensor AttentionCore::backward_input(const LlamaConfig& c, const LayerParams& w,
     a.d_q = like(a.q, a.q.shape, keep);
     a.d_k = like(a.k, a.k.shape, keep);
     Tensor dq_pre4 = heads(a.d_q, B, hd), dk_pre4 = heads(a.d_k, B, hd);
-    rope_backward(dq4, mb.positions, theta, dq_pre4);
-    rope_backward(dk4, mb.positions, theta, dk_pre4);
+    rope_backward(dq4, mb.positions, inv_freq_, dq_pre4);
+    rope_backward(dk4, mb.positions, inv_freq_, dk_pre4);
     Tensor dx = like(a.q, {a.q.size(0), wq.size(1)}, keep);  // (Ng, h) the norm's W reads it (after f^T)
     linear_backward(a.d_q, Tensor(), wq, dx, none);
     linear_backward_input_add(a.d_k, wk, dx);  // x feeds q, k and v

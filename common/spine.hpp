@@ -86,6 +86,18 @@ struct AttnActs {
     Tensor d_v;       // B -> W: d loss / d v
 };
 
+// Generation's KV cache (Model::decode): one layer's keys (after RoPE) and values of the `len` tokens seen
+// so far, rows of (capacity, nkv hd) on the model's device (this rank's kv heads under TP).
+struct KVCacheLayer {
+    Tensor k, v;
+    int64_t len = 0;
+};
+struct KVCache {
+    std::vector<KVCacheLayer> layers;  // one per decoder layer
+    int64_t capacity = 0;
+    int64_t len() const { return layers.empty() ? 0 : layers[0].len; }
+};
+
 // The attention sublayer between the TP boundaries: x (Ng, h) normalised -> y (Ng, h), this rank's heads'
 // part of the output (a partial sum under TP). q/k/v are column-parallel, o row-parallel; RoPE rotates q, k
 // by each token's position; attend() is the kernel, the one piece context parallelism replaces.
@@ -95,14 +107,19 @@ class AttentionCore {
     // q_proj, k_proj, v_proj, o_proj of the layer being declared (Llama GQA, no biases)
     virtual void declare(LayoutBuilder& b) const;
     // forward allocates what it keeps in `a` with `saved` (activations, or workspace while recomputing /
-    // evaluating); keep_probs: keep the probabilities (only a kernel that materialises them has any)
+    // evaluating); keep_probs: keep the probabilities (only a kernel that materialises them has any).
+    // cache (generation): the tokens' keys and values join it, and they attend to every cached token with
+    // the local flash kernel (one sequence, mb.B = 1, its positions from cache->len on)
     Tensor forward(const LlamaConfig& c, const LayerParams& w, const MicroBatch& mb, const Tensor& x, AttnActs& a,
-                   Tag saved, bool keep_probs);
+                   Tag saved, bool keep_probs, KVCacheLayer* cache = nullptr);
     // B: d loss / d x (Ng, h) from dy (Ng, h); leaves in `a` what backward_weight needs, tagged `keep`
     Tensor backward_input(const LlamaConfig& c, const LayerParams& w, const MicroBatch& mb, AttnActs& a,
                           const Tensor& dy, Tag keep);
     // W: accumulates the weight gradients into g from x and what B left; no weight is read
     void backward_weight(LayerParams& g, const Tensor& x, AttnActs& a);
+    // RoPE's inverse frequencies (hd/2) on the model's device (rope.hpp); the model sets them when built
+    void set_rope(Tensor inv_freq) { inv_freq_ = std::move(inv_freq); }
+    const Tensor& rope() const { return inv_freq_; }
 
     // true when attend() materialises the (T, T) probabilities, so keeping them saves recomputation
     virtual bool materialises_probs() const = 0;
@@ -114,6 +131,9 @@ class AttentionCore {
     virtual void attend_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                  const Tensor& positions, const Tensor& out, const Tensor& lse, const Tensor* probs,
                                  Tensor& dq, Tensor& dk, Tensor& dv) = 0;
+
+   private:
+    Tensor inv_freq_;
 };
 
 // What an MLP core keeps for backward: each core its own (DenseSwiGLU::Acts; a MoE core its routing).

@@ -7,8 +7,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
 
 #include "formulas.hpp"
+#include "generate.hpp"
+#include "hf_checkpoint.hpp"
 #include "ops_backend.hpp"
 #include "runtime.hpp"
 #include "watchdog.hpp"
@@ -25,6 +31,11 @@ Device resolve_device(const std::string& d) {
 }
 
 LlamaConfig resolve_model(const std::string& m) {
+    if (is_hf_model_dir(m)) {  // a Hugging Face folder: its config here, its weights in model_options
+        LlamaConfig c = load_hf_config((std::filesystem::path(m) / "config.json").string());
+        c.name = m;
+        return c;
+    }
     bool is_file = m.size() > 5 && m.compare(m.size() - 5, 5, ".json") == 0;
     return is_file ? load_hf_config(m) : preset(m);
 }
@@ -72,7 +83,34 @@ LlamaConfig resolve_model(const TrainConfig& cfg) {
     LlamaConfig mc = resolve_model(cfg.model);
     CHECK(cfg.seq <= mc.max_seq, "--seq %ld must be <= the model's max_seq %ld", (long)cfg.seq, (long)mc.max_seq);
     check_memory_bound(cfg, mc, resolve_device(cfg.device));
+    // the files the run reads or writes after training, checked now rather than after it
+    if (!cfg.val_data.empty()) {
+        try {
+            make_dataset(cfg.val_data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
+        } catch (const Error& e) {  // make_dataset speaks of --data
+            FAIL("--val-data %s: %s", cfg.val_data.c_str(), e.what());
+        }
+    }
+    if (!cfg.generate.empty()) make_tokenizer(cfg, mc)->encode(cfg.generate);  // a tokenizer that cannot encode says so now
+    if (!cfg.export_hf.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(cfg.export_hf, ec);
+        CHECK(!ec && std::filesystem::is_directory(cfg.export_hf, ec), "--export-hf %s: cannot create the directory: %s",
+              cfg.export_hf.c_str(), ec ? ec.message().c_str() : "a file is in the way");
+    }
     return mc;
+}
+
+std::unique_ptr<Tokenizer> make_tokenizer(const TrainConfig& cfg, const LlamaConfig& mc) {
+    std::string path = cfg.tokenizer;
+    const std::string in_dir = (std::filesystem::path(cfg.model) / "tokenizer.json").string();
+    std::error_code ec;
+    if (path.empty() && is_hf_model_dir(cfg.model) && std::filesystem::exists(in_dir, ec)) path = in_dir;
+    std::unique_ptr<Tokenizer> t = path.empty() ? byte_tokenizer() : load_tokenizer_json(path);
+    CHECK(t->vocab_size() <= mc.vocab, "--generate: the tokenizer %s has %d tokens, more than the model's vocabulary "
+          "%lld%s", t->describe().c_str(), t->vocab_size(), (long long)mc.vocab,
+          path.empty() ? " (give the model's tokenizer with --tokenizer FILE)" : "");
+    return t;
 }
 
 std::unique_ptr<Comm> make_world_comm(const TrainConfig& cfg, Device device) {
@@ -85,6 +123,7 @@ ModelOptions model_options(const TrainConfig& cfg) {
     o.recompute = parse_recompute(cfg.recompute);
     o.attention = parse_attention_kernel(cfg.attention);
     o.precision.tf32 = cfg.tf32;
+    if (is_hf_model_dir(cfg.model)) o.weights = std::make_shared<HfCheckpoint>(cfg.model);  // each rank its slices
     return o;
 }
 
@@ -197,7 +236,9 @@ class StragglerWatch {
 };
 }  // namespace
 
-StepResult run_training(TrainLoop& L) {
+namespace {
+
+StepResult train_steps(TrainLoop& L, const Dataset& val) {
     const TrainConfig& cfg = L.cfg;
     // a run shorter than --warmup (say --steps 20 with the default 50) warms up over all but its last step
     LRSchedule schedule{cfg.lr, cfg.min_lr, std::min(cfg.warmup, cfg.steps - 1), cfg.steps};
@@ -244,7 +285,7 @@ StepResult run_training(TrainLoop& L) {
         const bool last = s + 1 == cfg.steps;
         const bool eval_now = cfg.eval_every > 0 && ((s + 1) % cfg.eval_every == 0 || last);
         if (eval_now) {
-            Eval e = evaluate(L.trainer.model, L.data, cfg, L.full_logits);
+            Eval e = evaluate(L.trainer.model, val, cfg, L.full_logits);
             rec.task_accuracy = e.accuracy;
             rec.extra.push_back({"val loss", e.loss});
         }
@@ -252,6 +293,78 @@ StepResult run_training(TrainLoop& L) {
         if (L.on_step) L.on_step(rec, r);
         log.log(rec, (s + 1) % cfg.log_every == 0 || s == 0 || last || eval_now);
     }
+    return r;
+}
+
+// --generate after training: the prompt encoded by make_tokenizer's tokenizer, the text printed by rank 0 as
+// it comes. Every rank generates (the same tokens): a gathering provider or TP's logits need them all.
+void generate_after_training(TrainLoop& L, const LlamaConfig& mc) {
+    const TrainConfig& cfg = L.cfg;
+    std::unique_ptr<Tokenizer> tok = make_tokenizer(cfg, mc);
+    const std::vector<int32_t> prompt = tok->encode(cfg.generate);
+    GenerateOptions o;
+    o.max_new = cfg.max_new, o.temperature = cfg.temperature, o.top_k = cfg.top_k, o.seed = (uint64_t)cfg.seed;
+    o.stop = eos_token_ids(cfg.model);
+    const bool print = world_rank() == 0;
+    if (print)
+        std::printf("\ngenerate: %zu prompt tokens (%s), %s, at most %ld new:\n%s", prompt.size(), tok->describe().c_str(),
+                    cfg.temperature == 0 ? "greedy" : strfmt("temperature %g, top-k %ld", cfg.temperature,
+                                                              (long)cfg.top_k).c_str(),
+                    (long)cfg.max_new, cfg.generate.c_str());
+    std::vector<int32_t> ids;
+    std::string shown;  // what is printed so far: a multi-byte character may need two tokens
+    generate(L.trainer.model, prompt, o, L.full_logits, [&](int32_t id) {
+        ids.push_back(id);
+        const std::string text = tok->decode(ids);
+        if (print && text.size() > shown.size() && text.compare(0, shown.size(), shown) == 0) {
+            std::printf("%s", text.substr(shown.size()).c_str());
+            std::fflush(stdout);
+            shown = text;
+        }
+    });
+    if (print) std::printf("\n(%zu tokens generated)\n", ids.size());
+}
+
+}  // namespace
+
+std::vector<int32_t> eos_token_ids(const std::string& model) {
+    std::vector<int32_t> ids;
+    if (!is_hf_model_dir(model)) return ids;
+    for (const char* f : {"generation_config.json", "config.json"}) {
+        std::ifstream in((std::filesystem::path(model) / f).string());
+        if (!in) continue;
+        const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+        if (j.is_discarded() || !j.is_object() || !j.contains("eos_token_id")) continue;
+        const nlohmann::json& e = j["eos_token_id"];
+        for (const auto& v : e.is_array() ? e : nlohmann::json::array({e}))
+            if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
+        break;
+    }
+    return ids;
+}
+
+StepResult run_training(TrainLoop& L) {
+    const TrainConfig& cfg = L.cfg;
+    const LlamaConfig& mc = L.trainer.model.config();
+    std::unique_ptr<Dataset> val =
+        cfg.val_data.empty() ? nullptr : make_dataset(cfg.val_data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
+    StepResult r = cfg.steps > 0 ? train_steps(L, val ? *val : L.data) : StepResult{};
+    if (!cfg.export_hf.empty()) {
+        const GridShape shape{(int)cfg.dp, (int)cfg.pp, (int)cfg.cp, (int)cfg.tp, (int)cfg.ep};
+        CHECK(shape.ranks() == world_size(), "--export-hf: the layout %s is not the job's %d ranks", shape.str().c_str(),
+              world_size());
+        export_hf(L.trainer.model, cfg.export_hf, grid_coords(shape, world_rank()), L.world,
+                  is_hf_model_dir(cfg.model) ? cfg.model : "");
+        std::error_code ec;
+        const std::filesystem::path tok_to = std::filesystem::path(cfg.export_hf) / "tokenizer.json";
+        if (!cfg.tokenizer.empty() && world_rank() == 0 && !std::filesystem::equivalent(cfg.tokenizer, tok_to, ec)) {
+            // the folder then generates on its own
+            std::filesystem::copy_file(cfg.tokenizer, tok_to, std::filesystem::copy_options::overwrite_existing, ec);
+            CHECK(!ec, "--export-hf: copying --tokenizer %s failed: %s", cfg.tokenizer.c_str(), ec.message().c_str());
+            std::printf("  + --tokenizer %s as tokenizer.json\n", cfg.tokenizer.c_str());
+        }
+    }
+    if (!cfg.generate.empty()) generate_after_training(L, mc);
     return r;
 }
 

@@ -11,14 +11,22 @@
 
 #include "config.hpp"
 #include "metrics.hpp"
+#include "tokenizer.hpp"
 #include "training_step.hpp"
 
 namespace penta {
 
 Device resolve_device(const std::string& flag_value);  // --device auto|cpu|cuda
-LlamaConfig resolve_model(const std::string& flag_value);  // a preset name or a HF config.json path
-// --model, checked against --seq (the model's max_seq) and check_memory_bound on --device
+// a preset name, a HF config.json path, or a HF folder (its config.json; model_options loads its weights)
+LlamaConfig resolve_model(const std::string& flag_value);
+// --model, checked against --seq (the model's max_seq) and check_memory_bound on --device; the files named
+// by --val-data, --tokenizer (with --generate) and --export-hf checked too, before any work
 LlamaConfig resolve_model(const TrainConfig& cfg);
+// --generate's tokenizer: --tokenizer, else --model DIR's tokenizer.json, else the byte tokenizer; its
+// vocabulary must fit the model's
+std::unique_ptr<Tokenizer> make_tokenizer(const TrainConfig& cfg, const LlamaConfig& mc);
+// the end-of-text ids of a HF folder (generation_config.json or config.json's eos_token_id); none otherwise
+std::vector<int32_t> eos_token_ids(const std::string& model);
 // Before anything is allocated: throws naming the flags when a lower bound of what one rank needs (model
 // state cut as far as --tp and ZeRO-3 could cut it, one micro-batch's activations by formulas.hpp, the
 // step's tokens) exceeds the memory it has (the GPU's; on CPU the node's RAM over its ranks), so a run that
@@ -26,7 +34,8 @@ LlamaConfig resolve_model(const TrainConfig& cfg);
 void check_memory_bound(const TrainConfig& cfg, const LlamaConfig& mc, Device device);
 // the world communicator of --comm on `device`, its blocking waits under --comm-timeout (watchdog.hpp)
 std::unique_ptr<Comm> make_world_comm(const TrainConfig& cfg, Device device);
-ModelOptions model_options(const TrainConfig& cfg);  // --recompute, --attention (no parallelism)
+// --recompute, --attention (no parallelism); with --model DIR the weights from DIR's safetensors
+ModelOptions model_options(const TrainConfig& cfg);
 AdamWConfig adamw_config(const TrainConfig& cfg);    // --lr, --beta1, --beta2, --weight-decay
 BatchPlan batch_plan(const TrainConfig& cfg);        // --seq, --micro-batch, --grad-accum on one rank
 
@@ -62,9 +71,10 @@ void configure_log(TrainLoop& loop, const LlamaConfig& mc, Device device, int nu
 // the line that says what loss a model that learned nothing has (the addition task); rank 0
 void print_task_baseline(const TrainConfig& cfg, const LlamaConfig& mc);
 
-// Runs cfg.steps steps (lr from the warmup+cosine schedule), evaluating every cfg.eval_every, printing
-// every cfg.log_every; honours --inject-failure, --inject-hang and --inject-nan. Returns the last step's
-// result. Straggler report: a step that takes more than kStragglerFactor times the median of the steps
+// Runs cfg.steps steps (lr from the warmup+cosine schedule), evaluating every cfg.eval_every (on --val-data
+// when given), printing every cfg.log_every; honours --inject-failure, --inject-hang and --inject-nan. Then
+// --export-hf (every rank writes its part; the grid is the flags' --dp --pp --cp --tp --ep) and --generate.
+// Returns the last step's result. Straggler report: a step that takes more than kStragglerFactor times the median of the steps
 // before it (from step 2 on, once there are 5) and kStragglerMinSeconds more (shorter delays are the
 // scheduler's noise) is flagged by rank 0 with the rank that worked longest in it (its step time less its
 // time blocked in Comm waits: the one the others waited for; one max-reduce of the world per step carries

@@ -5,8 +5,11 @@
 #   bash scripts/install_deps.sh --check    # only report; exit 1 if something is missing
 #
 # Idempotent: when everything is present it says so and changes nothing. `make`, `make test` and
-# `.ci/run` call it. PyTorch (python3-torch) is optional: it only enables the chapter-01 comparison with
-# an independent implementation, so it is installed with the rest when PENTA_TORCH=1 (CI sets it).
+# `.ci/run` call it. PyTorch (python3-torch) is optional: it only enables the comparisons with independent
+# implementations (chapter 01's PyTorch Llama; Hugging Face transformers for --model DIR / --export-hf, the
+# tokenizers library for tools/prepare_data.py), so it is installed with the rest when PENTA_TORCH=1 (CI sets
+# it), and then transformers, safetensors and tokenizers from the Python package index
+# (scripts/install_hf_python.sh).
 set -euo pipefail
 
 required=(g++ make openmpi-bin libopenmpi-dev libopenblas-dev doctest-dev nlohmann-json3-dev)
@@ -18,9 +21,15 @@ for p in "${required[@]}" "${optional[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+hf_python() {  # with PENTA_TORCH=1: the Python packages of the Hugging Face checks
+    [ "${PENTA_TORCH:-0}" = 1 ] || return 0
+    [ "${1:-}" = --check ] && { /usr/bin/python3 -c 'import transformers, safetensors, tokenizers' 2>/dev/null; return; }
+    bash "$(dirname "$0")/install_hf_python.sh"
+}
 if [ ${#missing[@]} -eq 0 ]; then
     echo "install_deps: all packages present (${required[*]} ${optional[*]})"
-    exit 0
+    hf_python "${1:-}"
+    exit
 fi
 echo "install_deps: missing Debian packages: ${missing[*]}"
 [ "${1:-}" = --check ] && exit 1
@@ -43,3 +52,4 @@ if ! $sudo apt-get update -qq || ! $sudo apt-get install -y -qq --no-install-rec
     exit 1
 fi
 echo "install_deps: installed ${missing[*]}"
+hf_python

@@ -96,16 +96,12 @@ __global__ void rope_kernel(const float* x, const int32_t* pos, const float* inv
     }
 }
 
-// inv_freq_i = 1 / theta^(2i/hd) in f32, computed on the host exactly as Hugging Face does, so both
-// backends rotate by the same angles
-void rope(const Tensor& x, const Tensor& pos, float theta, Tensor& out, float sign) {
+// inv_freq (hd/2): the model's table, made once on the device (rope.hpp), so both backends rotate by the
+// same angles and no call copies anything from the host
+void rope(const Tensor& x, const Tensor& pos, const Tensor& inv_freq, Tensor& out, float sign) {
     const int64_t T = x.size(1), nh = x.size(2), hd = x.size(3), pairs = x.numel() / 2;
     if (pairs == 0) return;
-    std::vector<float> inv_freq(hd / 2);
-    for (int64_t i = 0; i < hd / 2; i++) inv_freq[i] = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
-    Tensor freq = workspace(inv_freq.size() * sizeof(float));  // (hd/2)
-    memcpy_any(freq.data(), inv_freq.data(), inv_freq.size() * sizeof(float));
-    rope_kernel<<<grid_for(pairs), kThreads>>>(x.ptr<float>(), pos.ptr<int32_t>(), freq.ptr<float>(),
+    rope_kernel<<<grid_for(pairs), kThreads>>>(x.ptr<float>(), pos.ptr<int32_t>(), inv_freq.ptr<float>(),
                                                out.ptr<float>(), T, nh, hd, sign, pairs);
     KERNEL_CHECK();
 }
@@ -157,10 +153,12 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const 
     KERNEL_CHECK();
 }
 
-void rope_forward(const Tensor& x, const Tensor& pos, float theta, Tensor& out) { rope(x, pos, theta, out, 1.0f); }
+void rope_forward(const Tensor& x, const Tensor& pos, const Tensor& inv_freq, Tensor& out) {
+    rope(x, pos, inv_freq, out, 1.0f);
+}
 
-void rope_backward(const Tensor& dout, const Tensor& pos, float theta, Tensor& dx) {
-    rope(dout, pos, theta, dx, -1.0f);
+void rope_backward(const Tensor& dout, const Tensor& pos, const Tensor& inv_freq, Tensor& dx) {
+    rope(dout, pos, inv_freq, dx, -1.0f);
 }
 
 }  // namespace penta::cuda

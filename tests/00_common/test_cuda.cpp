@@ -233,15 +233,18 @@ TEST_CASE("cuda rope matches cpu, in place too") {
     SKIP_WITHOUT_GPU();
     Tensor x = random_tensor({2, 5, 3, 16}, 50), pos = Tensor::from_host_i32({7, 3, 0, 12, 30}, {5}, Device::cpu);
     Tensor out = Tensor::empty(x.shape, DType::f32, Device::cpu, Tag::workspace), gout = on_gpu(out);
+    std::vector<float> freqs(8);  // the default table of rope.hpp, theta 10000, hd 16
+    for (int i = 0; i < 8; i++) freqs[i] = 1.0f / powf(10000.0f, (float)(2 * i) / 16.0f);
+    Tensor freq = Tensor::from_host(freqs, {8}, Device::cpu), gfreq = on_gpu(freq);
     Tensor gx = on_gpu(x), gpos = on_gpu(pos);
-    rope_forward(x, pos, 10000.0f, out);
-    rope_forward(gx, gpos, 10000.0f, gout);
+    rope_forward(x, pos, freq, out);
+    rope_forward(gx, gpos, gfreq, gout);
     compare(gout, out, "rope out", 1e-5, 5e-5);
-    rope_forward(gx, gpos, 10000.0f, gx);  // out aliases x
+    rope_forward(gx, gpos, gfreq, gx);  // out aliases x
     compare(gx, out, "rope out in place", 1e-5, 5e-5);
     Tensor dx = Tensor::empty(x.shape, DType::f32, Device::cpu, Tag::workspace), gdx = on_gpu(dx);
-    rope_backward(out, pos, 10000.0f, dx);
-    rope_backward(gout, gpos, 10000.0f, gdx);
+    rope_backward(out, pos, freq, dx);
+    rope_backward(gout, gpos, gfreq, gdx);
     compare(gdx, dx, "rope dx", 1e-5, 5e-5);
 }
 

@@ -200,10 +200,13 @@ TEST_CASE("ops: rmsnorm forward/backward") {
 TEST_CASE("ops: rope forward/backward (HF rotate_half)") {
     const int64_t B = 2, T = 5, nh = 3, hd = 8, half = hd / 2;
     const float theta = 10000.0f;
+    std::vector<float> freqs(half);  // the default table of rope.hpp
+    for (int64_t i = 0; i < half; i++) freqs[i] = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+    Tensor freq = Tensor::from_host(freqs, {half}, Device::cpu);
     Tensor pos = Tensor::from_host_i32({3, 4, 5, 6, 700}, {T}, Device::cpu);  // global positions (CP offset)
     Tensor x = random_tensor({B, T, nh, hd}, 15), wo = random_tensor({B, T, nh, hd}, 16);
     Tensor out = zeros_like(x);
-    rope_forward(x, pos, theta, out);
+    rope_forward(x, pos, freq, out);
     auto xs = x.to_host();
     auto ps = pos.to_host_i32();
     std::vector<float> want(xs.size());
@@ -220,17 +223,17 @@ TEST_CASE("ops: rope forward/backward (HF rotate_half)") {
     check_close(out.to_host(), want, 1e-4, 1e-4, "rope forward");
 
     Tensor inplace = x.clone(Device::cpu, Tag::workspace);
-    rope_forward(inplace, pos, theta, inplace);
+    rope_forward(inplace, pos, freq, inplace);
     check_close(inplace.to_host(), out.to_host(), 0, 0, "rope forward in place");
 
     Tensor back = zeros_like(x);
-    rope_backward(out, pos, theta, back);
+    rope_backward(out, pos, freq, back);
     check_close(back.to_host(), xs, 1e-5, 1e-5, "rope_backward(rope_forward(x)) == x");
 
     Tensor dx = zeros_like(x);
-    rope_backward(wo, pos, theta, dx);
+    rope_backward(wo, pos, freq, dx);
     check_gradient(x, dx.to_host(), [&] {
-        rope_forward(x, pos, theta, out);
+        rope_forward(x, pos, freq, out);
         return dot(out, wo);
     }, "rope dx");
 }

@@ -23,7 +23,7 @@ def shard(name, tokens, count=None, magic=20240520, version=1):
         f.write(struct.pack("<256i", *header) + struct.pack(f"<{len(tokens)}H", *tokens))
 shard("oov.bin", [i % 64 for i in range(5000)] + [64] + [1] * 100)  # token 64 at index 5000: tiny's vocab is 64
 shard("magic.bin", [1] * 100, magic=12345)
-shard("version.bin", [1] * 100, version=2)
+shard("version.bin", [1] * 100, version=3)
 shard("count.bin", [1] * 100, count=1000)
 shard("short.bin", [1] * 10)
 open(f"{d}/odd.bin", "wb").write(b"\0" * 101)
@@ -35,6 +35,13 @@ json.dump(dict(base, hidden_size=30), open(f"{d}/heads.json", "w"))
 json.dump(dict(base, vocab_size=-5), open(f"{d}/negvocab.json", "w"))
 json.dump(dict(base, hidden_size=2**40), open(f"{d}/huge.json", "w"))
 json.dump(dict(base, hidden_size=8192, intermediate_size=65536, num_hidden_layers=200), open(f"{d}/big.json", "w"))
+json.dump(dict(base, attention_bias=True), open(f"{d}/bias.json", "w"))
+json.dump(dict(base, rope_scaling={"rope_type": "yarn", "factor": 4.0}), open(f"{d}/yarn.json", "w"))
+import os
+for name in ("hfdir", "badst"):  # Hugging Face folders: a config alone; a config and a truncated safetensors file
+    os.makedirs(f"{d}/{name}", exist_ok=True)
+    json.dump(base, open(f"{d}/{name}/config.json", "w"))
+open(f"{d}/badst/model.safetensors", "wb").write(struct.pack("<Q", 1 << 20) + b'{"a": ')
 EOF
 mkdir -p "$TMP/dir.json"
 
@@ -99,6 +106,10 @@ stray                                     | unexpected argument 'stray'
 --model $TMP/negvocab.json                | vocab -5 must be positive
 --model $TMP/huge.json                    | hidden 1099511627776 must be <= 2147483647
 --model $TMP/big.json                     | one rank needs at least && a smaller --model
+--model $TMP/bias.json                    | attention_bias = true is not implemented
+--model $TMP/yarn.json                    | rope_scaling rope_type = "yarn" is not implemented
+--model $TMP/hfdir                        | --model $TMP/hfdir: the folder has a config.json but neither model.safetensors
+--model $TMP/badst                        | model.safetensors: the header length 1048576 runs past the end of the file
 # data: not a dataset, no file, a directory, bad shards, token ids beyond the vocabulary, too short
 --data nosuch                             | --data 'nosuch' is not a dataset (accepted: addition
 --data llmc:                              | --data 'llmc:' is not a dataset
@@ -106,11 +117,22 @@ stray                                     | unexpected argument 'stray'
 --data text:$TMP                          | data file '$TMP' is a directory, not a regular file
 --data raw:$TMP/odd.bin --model tiny      | odd.bin': 101 bytes is not a whole number of uint16 tokens
 --data llmc:$TMP/magic.bin --model tiny   | magic.bin': magic 12345 is not the llm.c shard magic
---data llmc:$TMP/version.bin --model tiny | version.bin': llm.c shard version 2
+--data llmc:$TMP/version.bin --model tiny | version.bin': llm.c shard version 3
 --data llmc:$TMP/count.bin --model tiny   | count.bin': header says 1000 tokens
 --data llmc:$TMP/oov.bin --model tiny     | oov.bin': token 64 at index 5000 (of 5101) is >= the model's vocabulary size 64
 --data llmc:$TMP/short.bin --model tiny --seq 16 | short.bin' holds 10 tokens; a sample of sequence length 16 needs T+1 = 17
 --data addition --model tiny              | --data addition uses the byte tokenizer (vocabulary 256), larger than the model's vocabulary 64
+# generation and the files after training
+--max-new 0                               | --max-new 0 must be >= 1
+--temperature -1                          | --temperature -1 must be a finite number >= 0
+--temperature inf                         | --temperature inf must be a finite number >= 0
+--top-k -1                                | --top-k -1 must be >= 0
+--generate 12 --model tiny                | the tokenizer bytes (vocabulary 256) has 256 tokens, more than the model's vocabulary 64
+--generate 12 --tokenizer $TMP/none.json  | cannot open tokenizer '$TMP/none.json'
+--generate 12 --tokenizer $TMP/notjson.json | notjson.json: not valid JSON
+--val-data nosuch                         | --val-data nosuch: && is not a dataset
+--val-data llmc:$TMP/oov.bin --model tiny | --val-data && oov.bin': token 64 at index 5000
+--export-hf /proc/penta                   | --export-hf /proc/penta: cannot create the directory
 # output paths
 --log-jsonl $TMP/no/such/dir/log.jsonl --steps 1 | --log-jsonl $TMP/no/such/dir/log.jsonl: cannot open for writing
 --dump-reference $TMP/no/such/dir         | --dump-reference $TMP/no/such/dir: cannot create the directory

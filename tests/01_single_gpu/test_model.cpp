@@ -319,7 +319,10 @@ TEST_CASE("model config: load_hf_config reads config.json and names file and key
     CHECK(contains(e, "\"hidden_size\""));
     write(R"({"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
               "vocab_size": 64, "max_position_embeddings": 32, "head_dim": 16})");
-    CHECK(contains(error_of([&] { load_hf_config(path); }), "head_dim"));
+    c = load_hf_config(path);  // a head_dim of its own: q_proj is (heads · head_dim, hidden)
+    CHECK(c.head_dim() == 16);
+    CHECK(ParamLayout::build(c).find("model.layers.0.self_attn.q_proj.weight").full_shape == Shape{64, 32});
+    CHECK(c.n_params() == (int64_t)ParamLayout::build(c).numel);
     write(R"({"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3,
               "intermediate_size": 64, "vocab_size": 64, "max_position_embeddings": 32})");
     CHECK(contains(error_of([&] { load_hf_config(path); }), "n_kv_heads"));

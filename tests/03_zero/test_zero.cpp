@@ -181,7 +181,7 @@ TEST_SUITE("ch03 np2") {
         const ParamLayout layout = ParamLayout::build(model_config(Spec{}));
         UnitShards shards(layout, dp->size(), dp->rank());
         Tensor shard = Tensor::empty({shards.numel()}, DType::f32, Device::cpu, Tag::params);
-        shards.init(kSeed, shard);
+        shards.init([](const ParamLayout& l, Tensor& t) { init_params(l, kSeed, t); }, shard);
         GatheredParams gp(shards, *dp, shard);
         Tensor w1 = gp.acquire(1, 2);
         CHECK(gp.gathers() == 2);  // unit 1, and unit 2 already on its way while 1 computes

@@ -1,0 +1,331 @@
+// hf_checkpoint.cpp — loading a Hugging Face Llama folder into any layout, exporting one from any layout
+// (hf_checkpoint.hpp).
+// Test: `build/bin/tests_01 -ts='ch01 np1' -tc='*Hugging Face*'`, `mpirun -np 2 build/bin/tests_04 -ts='ch04 np2'`.
+#include "hf_checkpoint.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "runtime.hpp"
+
+namespace penta {
+
+namespace fs = std::filesystem;
+
+bool is_hf_model_dir(const std::string& path) {
+    std::error_code ec;
+    return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec);
+}
+
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) FAIL("cannot open '%s': %s", path.c_str(), std::strerror(errno));
+    try {
+        return nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+        FAIL("%s: not valid JSON: %s", path.c_str(), e.what());
+    }
+}
+
+// n elements of a safetensors dtype -> f32 (the file is little-endian, as every machine we run on)
+void to_f32(const std::string& dtype, const uint8_t* src, int64_t n, float* dst) {
+    if (dtype == "F32") {
+        std::memcpy(dst, src, 4 * (size_t)n);
+        return;
+    }
+    const bool bf16 = dtype == "BF16";
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+    }
+}
+
+void from_f32(DType dtype, const float* src, int64_t n, uint8_t* dst) {
+    if (dtype == DType::f32) {
+        std::memcpy(dst, src, 4 * (size_t)n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const uint16_t h = dtype == DType::bf16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+    }
+}
+
+
+// Prints "loading DIR: 41% (1.20 of 2.94 GB)" every two seconds on rank 0 while a large load runs.
+class Progress {
+   public:
+    Progress(const std::string& what, double total) : what_(what), total_(total) {}
+    void add(double bytes) {
+        done_ += bytes;
+        if (world_rank() != 0 || total_ < kShowFrom) return;
+        const double t = seconds();
+        if (t - shown_ < 2.0) return;
+        shown_ = t;
+        std::printf("%s: %.0f%% (%.2f of %.2f GB)\n", what_.c_str(), 100.0 * done_ / total_, done_ / 1e9, total_ / 1e9);
+        std::fflush(stdout);
+    }
+    void finish() const {
+        if (world_rank() == 0 && total_ >= kShowFrom)
+            std::printf("%s: done, %.2f GB in %.1f s\n", what_.c_str(), total_ / 1e9, seconds());
+    }
+
+   private:
+    static constexpr double kShowFrom = 256e6;  // bytes: smaller loads take no noticeable time
+    double seconds() const {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    }
+    std::string what_;
+    double total_, done_ = 0, shown_ = 0;
+    std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+HfCheckpoint::HfCheckpoint(const std::string& dir) : dir_(dir) {
+    const fs::path d(dir), single = d / "model.safetensors", index = d / "model.safetensors.index.json";
+    std::error_code ec;
+    std::vector<std::string> names;  // of the files, in the index's order
+    std::map<std::string, std::string> index_map;  // tensor -> file, from the index
+    if (fs::exists(index, ec)) {
+        const nlohmann::json j = read_json(index.string());
+        if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+            FAIL("%s: needs a \"weight_map\" object (tensor name -> file)", index.c_str());
+        for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+            if (!it.value().is_string()) FAIL("%s: weight_map[\"%s\"] must be a file name", index.c_str(), it.key().c_str());
+            const std::string f = it.value().get<std::string>();
+            if (f.find('/') != std::string::npos) FAIL("%s: weight_map file '%s' must be a name in the folder", index.c_str(), f.c_str());
+            index_map[it.key()] = f;
+            if (std::find(names.begin(), names.end(), f) == names.end()) names.push_back(f);
+        }
+    } else if (fs::exists(single, ec)) {
+        names.push_back("model.safetensors");
+    } else {
+        FAIL("--model %s: the folder has a config.json but neither model.safetensors nor model.safetensors.index.json "
+             "(to train from --seed instead, give the config file: --model %s/config.json)", dir.c_str(), dir.c_str());
+    }
+    for (const std::string& f : names) {
+        files_.push_back(std::make_unique<SafetensorsFile>((d / f).string()));
+        const SafetensorsFile& file = *files_.back();
+        for (const SafeTensor& t : file.tensors()) {
+            auto listed = index_map.find(t.name);
+            if (!index_map.empty() && (listed == index_map.end() || listed->second != f)) continue;  // the index decides
+            if (sources_.count(t.name))
+                FAIL("%s: tensor '%s' is also in %s", file.path().c_str(), t.name.c_str(),
+                     sources_[t.name].file->path().c_str());
+            sources_[t.name] = Source{&file, &t};
+        }
+    }
+    for (const auto& [name, f] : index_map)
+        if (!sources_.count(name))
+            FAIL("%s: the index puts tensor '%s' in %s, which does not hold it", index.c_str(), name.c_str(), f.c_str());
+
+}
+
+void HfCheckpoint::check(const ParamLayout& full) const {
+    const std::string& dir = dir_;
+    std::set<std::string> wanted;
+    for (const ParamTensor& t : full.tensors) {
+        wanted.insert(t.name);
+        auto it = sources_.find(t.name);
+        if (it == sources_.end())
+            FAIL("--model %s: tensor '%s' %s is missing from the checkpoint (the config says %zu layers, %s)",
+                 dir.c_str(), t.name.c_str(), shape_str(t.full_shape).c_str(), full.layer_units.size(),
+                 wanted.count("lm_head.weight") || t.name == "lm_head.weight" ? "untied embeddings" : "tied embeddings");
+        const SafeTensor& s = *it->second.tensor;
+        if (s.shape != t.full_shape)
+            FAIL("%s: tensor '%s' has shape %s, the config implies %s", it->second.file->path().c_str(), t.name.c_str(),
+                 shape_str(s.shape).c_str(), shape_str(t.full_shape).c_str());
+        if (s.dtype != "F32" && s.dtype != "BF16" && s.dtype != "F16")
+            FAIL("%s: tensor '%s' is %s; weights are read from F32, BF16 or F16", it->second.file->path().c_str(),
+                 t.name.c_str(), s.dtype.c_str());
+    }
+    for (const auto& [name, src] : sources_) {
+        if (wanted.count(name)) continue;
+        const bool tied_copy = name == "lm_head.weight";  // not wanted: the config ties it to the embedding
+        const bool rotary = name.size() > 19 && name.compare(name.size() - 19, 19, "rotary_emb.inv_freq") == 0;
+        if (!tied_copy && !rotary)
+            FAIL("%s: tensor '%s' is not part of the Llama this config describes (a bias, or another architecture?)",
+                 src.file->path().c_str(), name.c_str());
+    }
+}
+
+const HfCheckpoint::Source& HfCheckpoint::source(const std::string& name) const {
+    auto it = sources_.find(name);
+    CHECK(it != sources_.end(), "--model %s: the checkpoint has no tensor '%s'", dir_.c_str(), name.c_str());
+    return it->second;
+}
+
+void HfCheckpoint::fill(const ParamLayout& layout, Tensor& flat) const {
+    CHECK(flat.numel() == layout.numel, "HfCheckpoint::fill: flat buffer has %lld elements, layout %lld",
+          (long long)flat.numel(), (long long)layout.numel);
+    Tensor host = flat.device() == Device::cpu && flat.dtype == DType::f32
+                      ? flat
+                      : Tensor::empty({layout.numel}, DType::f32, Device::cpu, Tag::workspace);
+    double total = 0;
+    for (const ParamTensor& t : layout.tensors) total += (double)t.numel() * safetensors_dtype_size(source(t.name).tensor->dtype);
+    Progress progress("loading " + dir_, total);
+    float* out = host.ptr<float>();
+    for (const ParamTensor& t : layout.tensors) {
+        const Source& src = source(t.name);
+        const size_t es = safetensors_dtype_size(src.tensor->dtype);
+        // this rank's block (rows, cols) at (row0, col0) of the full (R, C) tensor; a 1-D tensor is (R, 1)
+        const int64_t rows = t.shape[0], cols = t.shape.size() == 2 ? t.shape[1] : 1;
+        const int64_t R = t.full_shape[0], C = t.full_shape.size() == 2 ? t.full_shape[1] : 1;
+        const int64_t valid = std::min(rows, std::max<int64_t>(0, R - t.row0));  // vocab padding rows stay 0
+        float* dst = out + t.offset;
+        const uint8_t* base = src.file->data(*src.tensor);
+        if (cols == C) {  // whole rows: one contiguous block
+            to_f32(src.tensor->dtype, base + (size_t)(t.row0 * C) * es, valid * C, dst);
+        } else {
+            for (int64_t r = 0; r < valid; r++)
+                to_f32(src.tensor->dtype, base + (size_t)((t.row0 + r) * C + t.col0) * es, cols, dst + r * cols);
+        }
+        std::fill(dst + valid * cols, dst + rows * cols, 0.0f);
+        progress.add((double)t.numel() * es);
+    }
+    store_params(host, flat);
+    progress.finish();
+}
+
+void write_hf_config(const LlamaConfig& c, DType dtype, const std::string& path) {
+    nlohmann::json j = {
+        {"architectures", {"LlamaForCausalLM"}},
+        {"model_type", "llama"},
+        {"vocab_size", c.vocab},
+        {"hidden_size", c.hidden},
+        {"intermediate_size", c.ffn},
+        {"num_hidden_layers", c.n_layers},
+        {"num_attention_heads", c.n_heads},
+        {"num_key_value_heads", c.n_kv_heads},
+        {"head_dim", c.head_dim()},
+        {"max_position_embeddings", c.max_seq},
+        {"rope_theta", c.rope_theta},
+        {"rms_norm_eps", c.norm_eps},
+        {"tie_word_embeddings", c.tied_embeddings},
+        {"hidden_act", "silu"},
+        {"attention_bias", false},
+        {"mlp_bias", false},
+        {"attention_dropout", 0.0},
+        {"torch_dtype", dtype == DType::bf16 ? "bfloat16" : dtype == DType::f16 ? "float16" : "float32"},
+    };
+    if (c.rope_scaling.type == RopeScaling::Type::llama3) {
+        const RopeScaling& r = c.rope_scaling;
+        j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", r.factor}, {"low_freq_factor", r.low_freq_factor},
+                             {"high_freq_factor", r.high_freq_factor},
+                             {"original_max_position_embeddings", r.original_max_position}};
+    } else {
+        j["rope_scaling"] = nullptr;
+    }
+    std::ofstream out(path);
+    CHECK(out, "cannot write '%s': %s", path.c_str(), std::strerror(errno));
+    out << j.dump(2) << "\n";
+    CHECK(out.good(), "writing '%s' failed", path.c_str());
+}
+
+namespace {
+
+void write_at(int fd, const std::string& path, const void* data, size_t bytes, uint64_t offset) {
+    const char* p = (const char*)data;
+    while (bytes > 0) {
+        const ssize_t n = ::pwrite(fd, p, bytes, (off_t)offset);
+        CHECK(n > 0, "writing %zu bytes at offset %llu of '%s' failed: %s", bytes, (unsigned long long)offset,
+              path.c_str(), std::strerror(errno));
+        p += n, bytes -= (size_t)n, offset += (uint64_t)n;
+    }
+}
+
+void barrier(Comm* world) {
+    if (world) world->barrier();
+}
+
+}  // namespace
+
+uint64_t export_hf(Model& model, const std::string& dir, const GridCoords& coords, Comm* world,
+                   const std::string& source_dir) {
+    CHECK(world || world_size() == 1, "export_hf on %d ranks needs the world communicator", world_size());
+    const LlamaConfig& c = model.config();
+    const DType dtype = model.precision().param;
+    const ParamLayout full = ParamLayout::build(c, LayoutOptions{}, &model.attention(), &model.mlp());
+    std::vector<SafetensorsEntry> entries;
+    std::map<std::string, size_t> entry_of;
+    for (const ParamTensor& t : full.tensors) {
+        entry_of[t.name] = entries.size();
+        entries.push_back({t.name, dtype, t.full_shape});
+    }
+    const SafetensorsPlan plan = plan_safetensors(entries, {{"format", "pt"}});
+    const std::string path = (fs::path(dir) / "model.safetensors").string();
+    if (world_rank() == 0) {  // the header and the size; every rank then fills in its parts
+        std::error_code ec;
+        fs::create_directories(dir, ec);
+        CHECK(!ec, "--export-hf %s: cannot create the directory: %s", dir.c_str(), ec.message().c_str());
+        const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+        CHECK(fd >= 0, "--export-hf: cannot create '%s': %s", path.c_str(), std::strerror(errno));
+        write_at(fd, path, plan.header.data(), plan.header.size(), 0);
+        CHECK(::ftruncate(fd, (off_t)plan.file_bytes) == 0, "cannot size '%s' to %llu bytes: %s", path.c_str(),
+              (unsigned long long)plan.file_bytes, std::strerror(errno));
+        ::close(fd);
+    }
+    barrier(world);
+    const int fd = ::open(path.c_str(), O_WRONLY);
+    CHECK(fd >= 0, "--export-hf: rank %d cannot open '%s' (do the ranks share this file system?): %s", world_rank(),
+          path.c_str(), std::strerror(errno));
+    const ParamLayout& L = model.layout();
+    const size_t es = dtype_size(dtype);
+    std::vector<uint8_t> bytes;
+    for (int u = 0; u < (int)L.units.size(); u++) {
+        if (L.units[u].numel == 0) continue;
+        const std::vector<float> w = model.unit_weights(u).to_host();  // ZeRO-3: gathered over dp
+        for (int ti : L.units[u].tensors) {
+            const ParamTensor& t = L.tensors[ti];
+            if (!counts_in_grad_norm(t, coords)) continue;  // another rank writes these values
+            const int64_t rows = t.shape[0], cols = t.shape.size() == 2 ? t.shape[1] : 1;
+            const int64_t C = t.full_shape.size() == 2 ? t.full_shape[1] : 1;
+            const int64_t valid = std::min(rows, std::max<int64_t>(0, t.full_shape[0] - t.row0));
+            bytes.resize((size_t)(valid * cols) * es);
+            from_f32(dtype, w.data() + (t.offset - L.units[u].offset), valid * cols, bytes.data());
+            const uint64_t at = plan.offsets[entry_of.at(t.name)];
+            if (cols == C)
+                write_at(fd, path, bytes.data(), bytes.size(), at + (uint64_t)(t.row0 * C) * es);
+            else
+                for (int64_t r = 0; r < valid; r++)
+                    write_at(fd, path, bytes.data() + (size_t)(r * cols) * es, (size_t)cols * es,
+                             at + (uint64_t)((t.row0 + r) * C + t.col0) * es);
+        }
+        model.release_unit(u);
+    }
+    CHECK(::close(fd) == 0, "closing '%s' failed: %s", path.c_str(), std::strerror(errno));
+    barrier(world);
+    if (world_rank() == 0) {
+        write_hf_config(c, dtype, (fs::path(dir) / "config.json").string());
+        std::vector<std::string> copied;
+        for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"}) {
+            std::error_code ec;
+            const fs::path from = fs::path(source_dir) / f, to = fs::path(dir) / f;
+            if (source_dir.empty() || !fs::exists(from, ec) || fs::equivalent(from.parent_path(), to.parent_path(), ec))
+                continue;
+            fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+            CHECK(!ec, "--export-hf: copying %s to %s failed: %s", from.c_str(), to.c_str(), ec.message().c_str());
+            copied.push_back(f);
+        }
+        std::string also;
+        for (const std::string& f : copied) also += " + " + f;
+        std::printf("exported %s (%zu tensors, %s, %.1f MB) + config.json%s\n", path.c_str(), entries.size(),
+                    safetensors_dtype_name(dtype), plan.file_bytes / 1e6, also.c_str());
+    }
+    return plan.file_bytes;
+}
+
+}  // namespace penta

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""hf_reference.py — Hugging Face transformers as the reference for pentatron's checkpoint loading and export.
+
+The acceptance tests of --model DIR and --export-hf DIR (common/hf_checkpoint.hpp) need models that
+transformers itself wrote and read. No weights can be downloaded here, so this script makes random ones:
+
+  make DIR [options]   a random LlamaForCausalLM (GQA, tied or not, a llama3 rope_scaling block, a head_dim of
+                       its own, f32 or bf16, one file or several) saved with save_pretrained, and
+                       DIR/reference.safetensors: a batch of tokens and targets, transformers' logits, loss and
+                       the gradient of every weight (computed in float64 from the saved weights), and the
+                       rotary table inv_freq exactly as transformers holds it (float32)
+  tokenizer OUT FILE.. trains a byte-level BPE with the tokenizers library on the files (GPT-2's ByteLevel
+                       pre-tokenizer; --digits puts SmolLM's Digits splitter before it) and saves OUT
+  encode TOK TEXT OUT  the tokenizers library's ids of the file TEXT, one line of integers, to OUT
+  check DIR OURS       loads DIR with LlamaForCausalLM.from_pretrained (what --export-hf wrote) and compares its
+                       logits on OURS' tokens with OURS' logits (a safetensors file: tokens I32, logits F32);
+                       exit 1 when some |ours - theirs| > 1e-5 (|theirs| + max |theirs|)
+
+Needs torch, transformers (4.4x for Debian's torch 1.13) and safetensors: scripts/install_hf_python.sh.
+  /usr/bin/python3 tools/hf_reference.py make /tmp/m --tied --llama3 --shards 3
+Used by tests/01_single_gpu/hf_testing.cpp.
+"""
+import argparse
+import sys
+
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import LlamaConfig, LlamaForCausalLM
+
+
+def make(a):
+    torch.manual_seed(a.seed)
+    cfg = dict(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.ffn, num_hidden_layers=a.layers,
+               num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, max_position_embeddings=a.max_pos,
+               rope_theta=a.theta, rms_norm_eps=1e-5, tie_word_embeddings=a.tied, initializer_range=0.1,
+               torch_dtype=a.dtype)
+    if a.head_dim:
+        cfg["head_dim"] = a.head_dim
+    if a.llama3:  # Llama 3.1's block, scaled down so the tiny model's wavelengths fall in all three bands
+        cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                               "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+    model = LlamaForCausalLM(LlamaConfig(**cfg))
+    with torch.no_grad():  # norm weights of 1 would not test the norms' gradients or their loading
+        for n, p in model.named_parameters():
+            if n.endswith("norm.weight"):
+                p.add_(0.1 * torch.randn_like(p))
+    inv_freq = model.model.rotary_emb.inv_freq.clone()  # float32, as every forward uses it
+    model = model.to(getattr(torch, a.dtype))
+    kw = {"max_shard_size": f"{a.shard_kb}KB"} if a.shard_kb else {}
+    model.save_pretrained(a.dir, safe_serialization=True, **kw)
+
+    # the reference: what transformers loads from the files it wrote, in float64 (bf16 weights upcast; the
+    # rotary table computed afresh in float32, as from_pretrained does whatever the weights' dtype)
+    model = LlamaForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float64)
+    g = torch.Generator().manual_seed(a.seed + 1)
+    seq = torch.randint(0, a.vocab, (a.batch, a.seq + 1), generator=g)
+    tokens, targets = seq[:, :-1], seq[:, 1:].clone()
+    targets[0, 0] = -100  # an ignored target, as our -1
+    logits = model(input_ids=tokens).logits
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, a.vocab), targets.reshape(-1), ignore_index=-100)
+    loss.backward()
+    out = {"tokens": tokens.to(torch.int32).contiguous(), "targets": targets.to(torch.int32).contiguous(),
+           "logits": logits.detach().reshape(-1, a.vocab).float().contiguous(),
+           "loss": loss.detach().reshape(1).float(), "inv_freq": inv_freq.contiguous()}
+    for n, p in model.named_parameters():
+        out["grad." + n] = p.grad.float().contiguous()
+    save_file(out, f"{a.dir}/reference.safetensors")
+
+
+def check(a):
+    model = LlamaForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float64)
+    ours = load_file(a.ours)
+    tokens = ours["tokens"].long()
+    want = model(input_ids=tokens).logits.reshape(-1, model.config.vocab_size)
+    got = ours["logits"].double().reshape(want.shape)
+    # relative to each value plus the tensor's scale, as the C++ tests' check_close_scaled: float32 sums in
+    # another order differ from float64's by a few ulps of the large values, which is huge beside a logit near 0
+    err = ((got - want).abs() / (want.abs() + want.abs().max())).max().item()
+    print(f"hf_reference check: transformers loaded {a.dir}; logits {tuple(want.shape)}, max |ours - theirs| / "
+          f"(|theirs| + max |theirs|) = {err:.2e} (limit 1e-5)")
+    return 0 if err <= 1e-5 else 1
+
+
+def tokenizer(a):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=a.prefix_space)
+    tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+                         if a.digits else byte_level)
+    tok.decoder = decoders.ByteLevel()
+    tok.train(a.files, trainers.BpeTrainer(vocab_size=a.vocab, special_tokens=["<|endoftext|>"], show_progress=False,
+                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.save(a.out)
+    return 0
+
+
+def encode(a):
+    from tokenizers import Tokenizer
+    with open(a.text, encoding="utf-8") as f:
+        ids = Tokenizer.from_file(a.tok).encode(f.read()).ids
+    with open(a.out, "w") as f:
+        f.write(" ".join(map(str, ids)) + "\n")
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make")
+    m.add_argument("dir")
+    for name, default in [("vocab", 96), ("hidden", 32), ("ffn", 64), ("layers", 4), ("heads", 4), ("kv_heads", 2),
+                          ("max_pos", 64), ("head_dim", 0), ("seed", 1), ("batch", 2), ("seq", 24), ("shard_kb", 0)]:
+        m.add_argument("--" + name.replace("_", "-"), type=int, default=default)
+    m.add_argument("--theta", type=float, default=10000.0)
+    m.add_argument("--tied", action="store_true")
+    m.add_argument("--llama3", action="store_true")
+    m.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    t = sub.add_parser("tokenizer")
+    t.add_argument("out")
+    t.add_argument("files", nargs="+")
+    t.add_argument("--vocab", type=int, default=512)
+    t.add_argument("--digits", action="store_true")
+    t.add_argument("--prefix-space", action="store_true")
+    e = sub.add_parser("encode")
+    for name in ("tok", "text", "out"):
+        e.add_argument(name)
+    c = sub.add_parser("check")
+    c.add_argument("dir")
+    c.add_argument("ours")
+    a = p.parse_args()
+    torch.set_grad_enabled(a.cmd == "make")
+    sys.exit({"make": make, "check": check, "tokenizer": tokenizer, "encode": encode}[a.cmd](a))
+
+
+if __name__ == "__main__":
+    main()
