@@ -137,7 +137,9 @@ ScheduleResult PipelineExecutor::run(Model& model, std::vector<MicroBatch>& mbs,
         PipeOpRecord rec;
         rec.op = op;
         post_receive(k, model, mbs);
-        post_receive(k + 1, model, mbs);  // the next op's message may arrive while this one computes
+        // the next op's message may arrive while this one computes. Not on NCCL: it issues the receives queued
+        // together as one group and waits for all of it, and the next op's message may need this op's output
+        if (pp_.backend() == CommBackend::mpi) post_receive(k + 1, model, mbs);
         Tensor in = wait_receive(k, rec);
         rec.start = now();
         if (op.kind == PipeOpKind::F) {

@@ -3,8 +3,8 @@
 // input gradient to the previous one with asynchronous send/recv over the pipeline group, and records what ran.
 //
 // Playbook: "Pipeline parallelism". Per op of the list:
-//   F   receive the previous virtual stage's output (posted one op ahead, so it arrives while this stage
-//       computes), Model::forward of the op's chunk, send the output on (isend: the stage goes on at once)
+//   F   receive the previous virtual stage's output (with MPI posted one op ahead, so it arrives while this
+//       stage computes), Model::forward of the op's chunk, send the output on (isend: the stage goes on at once)
 //   B   receive d loss / d output from the next virtual stage, Model::backward_input, send d loss / d input back
 //   W   Model::backward_weight of an earlier B: no message at all — zero-bubble schedules run it in the bubble
 //   BW  the fused Model::backward (B then W), as AFAB, 1F1B and interleaved do

@@ -72,7 +72,11 @@ void PipelineTraining::print_measured() {
     const std::vector<double> wall = wall_bubble(R);
     const auto [f_set, text] = bubble_formula(P, set);
     const double f_meas = bubble_formula(P, meas).first;
-    std::printf("\nbubble = idle / compute time of a stage in the step; formula %s\n", text.c_str());
+    bool split = false;  // did any B run apart from its W (else the measured B : W is taken as 2 : 1)
+    for (const auto& ops : ran)
+        for (const PipeOp& o : ops) split |= o.kind == PipeOpKind::W;
+    std::printf("\nbubble = idle / compute time of a stage in the step; formula %s%s\n", text.c_str(),
+                split ? "" : "; the measured fused backward split B : W = 2 : 1");
     std::printf("  stage   logical (F=1 B=%g W=%g)  formula   | measured costs (F=1 B=%.2f W=%.2f)  formula | wall clock\n",
                 set.b, set.w, meas.b, meas.w);
     for (int r = 0; r < p; r++) {
@@ -81,6 +85,8 @@ void PipelineTraining::print_measured() {
         std::printf("  %5d   %22.4f  %7.4f %-11s | %34.4f  %7.4f | %10.4f\n", r, L.bubble(r), f_set,
                     exact ? mark(ok).c_str() : (ok ? "(below)" : "(ABOVE)"), LM.bubble(r), f_meas, wall[r]);
     }
+    if (P.kind == PipeScheduleKind::zb1 && meas.w > meas.f)
+        std::printf("  (measured W > F: a deferred W no longer fits where 1F1B idles, and ZB-H1's formula stops holding)\n");
     std::printf("  (1F1B's bubble is AFAB's: (p-1)/m = %.4f; the wall clock adds the messages' time, and on oversubscribed "
                 "cores the other ranks' compute)\n", pipeline_bubble_1f1b(p, m));
 

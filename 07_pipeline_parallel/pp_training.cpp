@@ -20,7 +20,7 @@ bool parse_pipeline_flags(int argc, char** argv, TrainConfig& cfg, PipelineFlags
                 "--pp-schedule; composes with --dp (or ZeRO-1/2), --tp and --sp (playbook: Pipeline parallelism).");
     cfg.register_flags(flags);
     cfg.register_parallel_flags(flags);
-    flags.add("zero", &pf.zero, "ZeRO over each stage's dp group (chapter 03): 1 or 2 (3 is refused with --pp > 1); "
+    flags.add("zero", &pf.zero, "ZeRO over each stage's dp group (chapter 03): 1 or 2 (3 is refused with a pipeline); "
               "0 plain all-reduce");
     flags.add("pp-schedule", &pf.schedule, "afab (GPipe) | 1f1b | interleaved (--pp-chunks) | zb1 (ZB-H1) | dualpipe");
     flags.add("pp-chunks", &pf.chunks, "model chunks per stage for --pp-schedule interleaved (v)");
@@ -35,7 +35,7 @@ bool parse_pipeline_flags(int argc, char** argv, TrainConfig& cfg, PipelineFlags
           "--cp %ld --ep %ld: context and expert parallelism are chapters 06 and 08 (all five together: chapter 09); "
           "this program combines --pp with --dp, --tp and --sp", (long)cfg.cp, (long)cfg.ep);
     if (pf.zero != 0) parse_zero_stage(pf.zero);
-    CHECK(pf.zero != 3 || cfg.pp == 1,
+    CHECK(pf.zero != 3,
           "--zero 3 with --pp %ld: ZeRO-3 all-gathers a stage's weights for every micro-batch's forward and again for "
           "its backward, and a pipeline needs many micro-batches to shrink its bubble, so the two multiply each "
           "other's traffic; the playbook pairs pipeline parallelism with ZeRO-1 (as DeepSeek-V3 trains) or ZeRO-2: "
@@ -123,10 +123,13 @@ void PipelineTraining::print_header() const {
         std::string chunks;
         for (int c = 0; c < P.chunks; c++) {
             const LayerRange r = parts->pieces[P.piece(s, c)];
-            chunks += strfmt("%s%ld-%ld", c ? "," : "", (long)r.begin, (long)r.end - 1);
+            chunks += r.end - r.begin == 1 ? strfmt("%s%ld", c ? "," : "", (long)r.begin)
+                                           : strfmt("%s%ld-%ld", c ? "," : "", (long)r.begin, (long)r.end - 1);
         }
         const PipelineSlice sl = stage_slice(P, parts->pieces, s);
-        stages += strfmt("%s stage %d: layers %s%s%s", s ? ";" : "", s, chunks.c_str(), sl.has_embedding ? " +embedding" : "",
+        const bool one = P.chunks == 1 && parts->pieces[P.piece(s, 0)].end - parts->pieces[P.piece(s, 0)].begin == 1;
+        stages += strfmt("%s stage %d: %s %s%s%s", s ? ";" : "", s, one ? "layer" : "layers", chunks.c_str(),
+                         sl.has_embedding ? " +embedding" : "",
                          sl.has_head ? (mc.tied_embeddings && !sl.has_embedding ? " +head (tied: a replica of the table)"
                                                                                 : " +head")
                                      : "");
