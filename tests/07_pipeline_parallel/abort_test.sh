@@ -4,13 +4,14 @@
 #
 # Chapter 07 on 4 ranks, 4 stages of the `small` model (4 layers, one per stage), 1F1B:
 #   --inject-failure 2:2                stage 2 throws when step 2 begins, while its neighbours wait on their
-#                                       receives from it: the job must exit non-zero, not by a signal, within 60 s (the limit only tells ended from hung: starting 4 ranks on a loaded 2-core machine takes up to 16 s),
+#                                       receives from it: the job must exit non-zero, not by a signal, within 60 s,
 #                                       naming rank 2 (run_main's "[rank 2]" and MPI_Abort);
 #   --inject-hang 3:2 --comm-timeout 5  stage 3 stops in step 2: the others' waits on the pipeline group (the
 #                                       step's starting barrier, the receives) have the watchdog's deadline, so the
 #                                       job ends within 60 s, the report naming the pp group and rank 3 as the one
 #                                       that did not arrive;
-#   and the same job without a fault exits 0.
+#   and the same job without a fault exits 0. The limits only tell ended from hung: starting 4 ranks on a loaded
+#   2-core machine takes up to 16 s.
 # Prints "N passed, N failed, N skipped" like the test binaries; `make test CH=07` runs it.
 #   bash tests/07_pipeline_parallel/abort_test.sh     (BIN: the programs' folder; MPIRUN: as make sets it)
 set -uo pipefail
