@@ -82,6 +82,7 @@ DataParallelHooks::DataParallelHooks(Model& model, Comm& dp, DataParallelOptions
         for (int u = buckets_[b].first_unit; u <= buckets_[b].last_unit; u++)
             if (layout.units[u].numel > 0) bucket_of_unit_[u] = (int)b;
     ready_in_bucket_.assign(buckets_.size(), 0);
+    started_.assign(buckets_.size(), false);
     target_ = model.grads();
     model.set_gradient_sink(this);
 }
@@ -118,6 +119,7 @@ void DataParallelHooks::before_gradients(int64_t a, bool last) {
         target_ = fresh_;
     }
     std::fill(ready_in_bucket_.begin(), ready_in_bucket_.end(), 0);
+    std::fill(started_.begin(), started_.end(), false);
     in_backward_ = true;
 }
 
@@ -128,7 +130,7 @@ void DataParallelHooks::layer_grads_ready(int unit) {
     const GradBucket& bucket = buckets_[b];
     // a tied embedding receives the head's contribution first and its own last: its unit (and so its
     // bucket) is final only when the model calls this for the embedding, after embed_backward
-    if (++ready_in_bucket_[b] == bucket.units) start(target_.flat(bucket.offset, bucket.numel));
+    if (++ready_in_bucket_[b] == bucket.units) start(b);
 }
 
 void DataParallelHooks::finish_gradients() {
@@ -136,9 +138,10 @@ void DataParallelHooks::finish_gradients() {
     stats_.bytes = (dp_.counters() - counters_at_begin_).total_bytes();
 }
 
-void DataParallelHooks::start(const Tensor& slice) {
+void DataParallelHooks::start(int b) {
     Timer timer;
-    Tensor x = slice;
+    started_[b] = true;
+    Tensor x = target_.flat(buckets_[b].offset, buckets_[b].numel);
     pending_.push_back({dp_.all_reduce_async(x), (double)x.nbytes()});  // SUM: the loss is already / global tokens
     stats_.comm_s += timer.seconds();
     stats_.all_reduces += 1;
@@ -160,8 +163,11 @@ void DataParallelHooks::observe_completions() {
 void DataParallelHooks::end_micro_batch() {
     in_backward_ = false;
     if (communicate_) {
-        // naive: the whole buffer now; bucketed: every bucket was started during backward
-        if (opt_.mode == DpMode::naive) start(target_.flat(0, target_.numel()));
+        // naive: its one bucket, the whole buffer, now; bucketed: what backward did not start — nothing, unless
+        // the micro-batch wrote only some of a bucket's units (a pipeline stage holding several model chunks
+        // writes one chunk's per pass; the others' last contributions came in earlier, silent passes)
+        for (size_t b = 0; b < buckets_.size(); b++)
+            if (!started_[b]) start((int)b);
         // exposed time: backward is over, nothing left to overlap with. Under NCCL, wait() only orders the
         // compute stream after the all-reduce and returns at once, so the host timer would read ~0: sync
         // the device first (backward's kernels done) and after the waits (communication done), and the

@@ -98,7 +98,7 @@ class DataParallelHooks : public StepHooks, public GradientSink {
     const DataParallelOptions& options() const { return opt_; }
 
    private:
-    void start(const Tensor& slice);  // all_reduce_async of one range of target_, timed
+    void start(int bucket);           // all_reduce_async of one bucket of target_, timed
     void end_micro_batch();           // the naive all-reduce, or wait for the buckets; then accumulate
     void observe_completions();       // test() every pending handle: lets MPI progress, counts what finished
 
@@ -108,6 +108,7 @@ class DataParallelHooks : public StepHooks, public GradientSink {
     std::vector<GradBucket> buckets_;
     std::vector<int> bucket_of_unit_;      // unit -> bucket index (-1: absent unit)
     std::vector<int> ready_in_bucket_;     // units of each bucket final in this micro-batch
+    std::vector<bool> started_;            // buckets whose all-reduce this micro-batch started
     struct InFlight {
         CommHandle handle;
         double bytes;

@@ -176,6 +176,45 @@ inline double zero_step_bytes(int stage, int64_t psi, int64_t embedding, bool ti
     return (double)A * (2 * f * (double)psi + f * (double)(psi - (tied ? 0 : embedding)));
 }
 
+// ---- pipeline parallelism (chapter 07) ----------------------------------------------------------------------
+
+// The bubble: the time a stage idles in one step's schedule as a fraction of the time it computes, on p stages
+// with m micro-batches (the playbook's r = (p-1)(t_f + t_b) / (m (t_f + t_b))). AFAB and 1F1B idle alike:
+// 1F1B changes the memory, not the bubble.
+constexpr double pipeline_bubble_1f1b(int p, int m) { return double(p - 1) / m; }
+// Interleaved 1F1B with v chunks per stage: the warm-up and cool-down take 1/v of the time each (m a multiple
+// of p, as Megatron-LM requires)
+constexpr double pipeline_bubble_interleaved(int p, int m, int v) { return double(p - 1) / (double(v) * m); }
+// ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism"): (p-1)(t_F + t_B - t_W) / (m (t_F + t_B + t_W)),
+// t_B the input-gradient pass only; the W's fill the cool-down. Holds for t_W <= t_F, m >= p.
+constexpr double pipeline_bubble_zb1(int p, int m, double tf, double tb, double tw) {
+    return (p - 1) * (tf + tb - tw) / (m * (tf + tb + tw));
+}
+// DualPipe (DeepSeek-V3 technical report, Table 2): (p/2 - 1)(t_F&B + t_B - 3 t_W) with t_B the whole backward
+// and F&B a forward chunk overlapped with a backward chunk. Run one after the other (t_F&B = t_F + t_B) and with
+// t_B' = t_B - t_W the input-gradient pass: (p/2 - 1)(t_F + 2 t_B' - t_W) — a bound: the sends here leave as soon
+// as a chunk ends, and the measured bubble is below it.
+constexpr double pipeline_bubble_dualpipe_bound(int p, int m, double tf, double tb, double tw) {
+    return (p / 2 - 1) * (tf + 2 * tb - tw) / (m * (tf + tb + tw));
+}
+// The most micro-batches (model chunks of one) a stage holds between their forward and their weight gradient:
+// AFAB all m; 1F1B p - i on stage i (0-based; the playbook's p - i + 1 counts from 1); interleaved, in chunks,
+// its warm-up 2(p-i-1) + (v-1)p plus one; ZB-H1 p on every stage (1F1B's first stage's); DualPipe p + 1 chunks
+// (DeepSeek's "PP + 1", for m >= 2p).
+constexpr int pipeline_in_flight_afab(int m) { return m; }
+constexpr int pipeline_in_flight_1f1b(int p, int i, int m) { return p - i < m ? p - i : m; }
+constexpr int pipeline_in_flight_interleaved(int p, int i, int m, int v) {
+    return 2 * (p - i - 1) + (v - 1) * p + 1 < m * v ? 2 * (p - i - 1) + (v - 1) * p + 1 : m * v;
+}
+constexpr int pipeline_in_flight_zb1(int p, int m) { return p < m ? p : m; }
+constexpr int pipeline_in_flight_dualpipe(int p) { return p + 1; }
+// Bytes a stage sends per step: one (tokens, h) activation per forward it passes on and one gradient of it per
+// backward it passes back, elem_bytes each; tokens = b s (b s / tp under sequence parallelism). The seeds'
+// appendix: 4 s b h bytes per micro-batch in 16-bit, both ways.
+constexpr double pipeline_stage_bytes(int64_t sends, int64_t tokens, int64_t h, int64_t elem_bytes = 4) {
+    return (double)sends * (double)(tokens * h * elem_bytes);
+}
+
 // A measured byte count against its formula. Both are doubles: ring accounting adds (K-1)/K·M per call,
 // which is not an integer when K does not divide M, and sums of such terms differ in the last bit from the
 // formula's closed form. Equal to 1e-9 relative is "equal"; a real accounting bug is off by whole parts.

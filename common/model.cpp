@@ -113,7 +113,7 @@ Tensor Model::embed_forward(const Tensor& tokens, Tag tag) {
     Tensor p = acquire(unit, Pass::forward);
     Tensor x = make({tokens.numel(), cfg_.hidden}, opt_.precision.act, device_, tag);  // (N, h)
     embedding_forward(tokens, tensor_in(p, unit, "model.embed_tokens.weight"), x, layout_.vocab_start);
-    release(unit, reads_embedding_in_head());  // a tied head reads the table again at the end of the pass
+    release(unit, tied_pass(embedding_chunk_));  // a tied head reads the table again at the end of the pass
     Tensor out = tp_->exit_forward(x);  // vocab-parallel: each rank holds the rows of its own tokens only
     notify(unit, Pass::forward, false);
     return out;
@@ -126,8 +126,10 @@ double Model::head_forward(Run run, HeadActs& acts, const Tensor& x, const Tenso
     const Tag keep = run == Run::train ? Tag::activations : Tag::workspace;
     notify(unit, Pass::forward, true);
     Tensor p = acquire(unit, Pass::forward);
-    // a tied head reads the table the embedding's forward kept (released with again)
-    Tensor emb = reads_embedding_in_head() ? acquire(emb_unit, -1) : Tensor();
+    // a tied head reads the embedding unit's table (the one the embedding's forward kept, released with again,
+    // or a pipeline stage's replica)
+    const bool tied = cfg_.tied_embeddings;
+    Tensor emb = tied ? acquire(emb_unit, -1) : Tensor();
     acts.x = x;  // (N, h)
     acts.rstd = make({N}, DType::f32, device_, keep);
     Tensor xn = make({N, cfg_.hidden}, opt_.precision.act, device_, keep);
@@ -136,7 +138,7 @@ double Model::head_forward(Run run, HeadActs& acts, const Tensor& x, const Tenso
     Tensor W = lm_head_weight(p, emb);
     Tensor logits = make({acts.xn.size(0), W.size(0)}, opt_.precision.act, device_, keep);  // (Ng, V / tp)
     linear_forward(acts.xn, W, logits);
-    if (reads_embedding_in_head()) release(emb_unit);
+    if (tied) release(emb_unit);
     release(unit);
     double loss = 0;
     if (run == Run::logits) {
@@ -154,14 +156,14 @@ double Model::head_forward(Run run, HeadActs& acts, const Tensor& x, const Tenso
 Tensor Model::head_backward_input(HeadActs& acts, Tag keep) {
     const int unit = layout_.head_unit(), emb_unit = layout_.embedding_unit();
     Tensor p = acquire(unit, Pass::backward_input);
-    Tensor emb = reads_embedding_in_head() ? acquire(emb_unit, Pass::backward_input) : Tensor();
+    Tensor emb = cfg_.tied_embeddings ? acquire(emb_unit, Pass::backward_input) : Tensor();
     Tensor W = lm_head_weight(p, emb), no_dw;
     Tensor dxn = make(acts.xn.shape, acts.xn.dtype, device_, keep);  // becomes d_xn, the final norm's W reads it
     linear_backward(acts.dlogits, acts.xn, W, dxn, no_dw);
     acts.d_xn = tp_->enter_backward(dxn);  // f^T (N, h)
     Tensor dx = make(acts.x.shape, acts.x.dtype, device_, keep);  // the last layer's MLP W reads it
     rmsnorm_backward(acts.d_xn, acts.x, tensor_in(p, unit, "model.norm.weight"), acts.rstd, dx, no_dw);
-    if (reads_embedding_in_head()) release(emb_unit);
+    if (cfg_.tied_embeddings) release(emb_unit);
     release(unit);
     return dx;
 }
@@ -169,21 +171,27 @@ Tensor Model::head_backward_input(HeadActs& acts, Tag keep) {
 void Model::head_backward_weight(HeadActs& acts) {
     const int unit = layout_.head_unit(), emb_unit = layout_.embedding_unit();
     Tensor g = sink_->grads(unit);
-    Tensor g_emb = reads_embedding_in_head() ? sink_->grads(emb_unit) : Tensor();
+    Tensor g_emb = cfg_.tied_embeddings ? sink_->grads(emb_unit) : Tensor();
     Tensor gW = lm_head_weight(g, g_emb), no_dx;
     linear_backward(acts.dlogits, acts.xn, Tensor(), no_dx, gW);
     const ParamTensor& norm = layout_.tensors[layout_.find_in_unit(unit, "model.norm.weight")];
     norm_weight_grad(norm, tensor_in(g, unit, "model.norm.weight"), acts.d_xn, acts.x, acts.rstd);
     acts = HeadActs{};
-    sink_->layer_grads_ready(unit);  // a tied embedding's grad is final only after the embedding backward
+    sink_->layer_grads_ready(unit);
+    // a tied table's gradient is final for this pass after the embedding's backward when the pass runs it;
+    // when it does not (a stage's replica, or the embedding in another chunk), now
+    if (cfg_.tied_embeddings && !tied_pass(head_chunk_)) sink_->layer_grads_ready(emb_unit);
 }
 
 // ---- the micro-batch ----------------------------------------------------------------------------------
 
 MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_tokens, const Tensor& hidden_in,
-                                  Tensor* logits, KVCache* cache) {
+                                  Tensor* logits, int chunk, KVCache* cache) {
     const Tf32Scope tf32(opt_.precision.tf32);  // the policy's matmul precision for this pass
-    const PipelineSlice& s = layout_.slice;
+    CHECK(chunk >= 0 && chunk < layout_.slice.chunks(), "model chunk %d: this stage holds %d", chunk,
+          layout_.slice.chunks());
+    const LayerRange range = layout_.slice.chunk(chunk);
+    const bool embeds = chunk == embedding_chunk_, heads = chunk == head_chunk_;
     const int64_t B = mb.B, T = mb.T, N = B * T;
     CHECK(B > 0 && T > 0, "micro-batch B %lld x T %lld must be positive", (long long)B, (long long)T);
     CHECK(T <= cfg_.max_seq, "sequence length %lld exceeds max_seq %lld of model %s", (long long)T,
@@ -192,15 +200,15 @@ MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_t
               mb.positions.device() == device_,
           "the micro-batch needs the positions of its %lld tokens per sequence, i32 on the model's device",
           (long long)T);
-    if (s.has_embedding)
+    if (embeds)
         CHECK(mb.tokens.defined() && mb.tokens.dtype == DType::i32 && mb.tokens.numel() == N &&
                   mb.tokens.device() == device_,
               "tokens must be %lld i32 ids on the model's device", (long long)N);
     else
-        CHECK(hidden_in.defined() && hidden_in.numel() == N * cfg_.hidden,
-              "a stage without the embedding needs hidden_in of (%lld, %lld)", (long long)N,
+        CHECK(hidden_in.defined() && hidden_in.numel() == stage_rows(mb) * cfg_.hidden,
+              "a stage without the embedding needs hidden_in of (%lld, %lld)", (long long)stage_rows(mb),
               (long long)cfg_.hidden);
-    if (s.has_head && run != Run::logits) {
+    if (heads && run != Run::logits) {
         CHECK(mb.targets.defined() && mb.targets.dtype == DType::i32 && mb.targets.numel() == N &&
                   mb.targets.device() == device_,
               "targets must be %lld i32 ids on the model's device", (long long)N);
@@ -219,11 +227,12 @@ MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_t
         saved == Tag::activations && opt_.recompute == Recompute::none && attn_->materialises_probs();
     MicroBatchActs acts;
     acts.mb = mb;
+    acts.chunk = chunk;
     acts.global_tokens = global_tokens;
     if (mb.tokens.defined()) acts.mb.tokens = mb.tokens.view({N});
     if (mb.targets.defined()) acts.mb.targets = mb.targets.view({N});
-    Tensor x = s.has_embedding ? embed_forward(acts.mb.tokens, keep) : hidden_in.view({N, cfg_.hidden});  // (N, h)
-    for (int64_t i = s.layer_begin; i < s.layer_end; i++) {
+    Tensor x = embeds ? embed_forward(acts.mb.tokens, keep) : hidden_in.view({stage_rows(mb), cfg_.hidden});  // (N, h)
+    for (int64_t i = range.begin; i < range.end; i++) {
         const int unit = layout_.layer_unit(i);
         notify(unit, Pass::forward, true);
         LayerParams w = layer_params(i, Pass::forward);
@@ -242,7 +251,7 @@ MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_t
         x = x_out;
         notify(unit, Pass::forward, false);
     }
-    if (s.has_head)
+    if (heads)
         acts.loss = head_forward(run, acts.head, x, acts.mb.targets, global_tokens, logits);
     else
         acts.output = x;
@@ -253,7 +262,8 @@ MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_t
 // gradient (W) and the gradient sink's signal when `weight`. Both: the fused backward.
 Tensor Model::run_backward(MicroBatchActs& acts, const Tensor& doutput, bool input, bool weight) {
     const Tf32Scope tf32(opt_.precision.tf32);
-    const PipelineSlice& s = layout_.slice;
+    const LayerRange range = layout_.slice.chunk(acts.chunk);
+    const bool embeds = acts.chunk == embedding_chunk_, heads = acts.chunk == head_chunk_;
     const MicroBatch& mb = acts.mb;
     // What B leaves for W (the gradients the weight gradients read, a recomputed block) lives until W: a
     // transient when W follows at once, but held like activations when a schedule defers W, so the memory
@@ -263,10 +273,10 @@ Tensor Model::run_backward(MicroBatchActs& acts, const Tensor& doutput, bool inp
           input ? "input" : "weight", input ? "already done" : "not done yet");
     Tensor dx;
     if (input) {
-        CHECK(s.has_head || doutput.defined(), "a stage without the head needs d loss / d output in backward");
-        dx = s.has_head ? Tensor() : doutput.view({mb.B * mb.T, cfg_.hidden});  // (N, h)
+        CHECK(heads || doutput.defined(), "a stage without the head needs d loss / d output in backward");
+        dx = heads ? Tensor() : doutput.view({stage_rows(mb), cfg_.hidden});  // (N, h)
     }
-    if (s.has_head) {
+    if (heads) {
         const int unit = layout_.head_unit();
         if (input) {
             notify(unit, Pass::backward_input, true);
@@ -279,9 +289,9 @@ Tensor Model::run_backward(MicroBatchActs& acts, const Tensor& doutput, bool inp
             notify(unit, Pass::backward_weight, false);
         }
     }
-    for (int64_t i = s.layer_end - 1; i >= s.layer_begin; i--) {
+    for (int64_t i = range.end - 1; i >= range.begin; i--) {
         const int unit = layout_.layer_unit(i);
-        LayerActs& a = acts.layers[i - s.layer_begin];
+        LayerActs& a = acts.layers[i - range.begin];
         if (input) {
             notify(unit, Pass::backward_input, true);
             LayerParams w = layer_params(i, Pass::backward_input);
@@ -302,7 +312,7 @@ Tensor Model::run_backward(MicroBatchActs& acts, const Tensor& doutput, bool inp
             notify(unit, Pass::backward_weight, false);
         }
     }
-    if (s.has_embedding) {
+    if (embeds) {
         const int unit = layout_.embedding_unit();
         if (input) {
             notify(unit, Pass::backward_input, true);
@@ -319,11 +329,11 @@ Tensor Model::run_backward(MicroBatchActs& acts, const Tensor& doutput, bool inp
         }
     }
     acts.inputs_done = input && !weight;
-    return s.has_embedding ? Tensor() : dx;
+    return embeds ? Tensor() : dx;
 }
 
-MicroBatchActs Model::forward(const MicroBatch& mb, double global_tokens, const Tensor& hidden_in) {
-    return run_forward(Run::train, mb, global_tokens, hidden_in, nullptr);
+MicroBatchActs Model::forward(const MicroBatch& mb, double global_tokens, const Tensor& hidden_in, int chunk) {
+    return run_forward(Run::train, mb, global_tokens, hidden_in, nullptr, chunk);
 }
 
 Tensor Model::backward_input(MicroBatchActs& acts, const Tensor& doutput) {
@@ -374,7 +384,7 @@ Tensor Model::decode(const Tensor& tokens, KVCache& cache) {
     for (int64_t i = 0; i < n; i++) pos[i] = (int32_t)(past + i);
     mb.positions = Tensor::from_host_i32(pos, {n}, device_, Tag::workspace);  // (n) where the new tokens sit
     Tensor logits;
-    run_forward(Run::logits, mb, 1.0, Tensor(), &logits, &cache);
+    run_forward(Run::logits, mb, 1.0, Tensor(), &logits, 0, &cache);
     return logits;
 }
 

@@ -76,7 +76,8 @@ struct MicroBatchActs {
     MicroBatch mb;                  // B, T, tokens (read by the embedding backward), positions
     std::vector<LayerActs> layers;  // this stage's layers, in order
     HeadActs head;
-    Tensor output;    // (N, h) stage output when the stage has no head (pipeline)
+    int chunk = 0;    // the model chunk of this rank's slice that ran (PipelineSlice; 0 unless a stage has several)
+    Tensor output;    // (N, h) stage output when the chunk has no head (pipeline)
     Tensor d_embed;   // B -> W: d loss / d embedding output (N, h), the embedding's weight gradient reads it
     double global_tokens = 0;  // the loss's denominator this forward was given
     double loss = 0;      // sum of this micro-batch's token losses / global token count (the head's stage)
@@ -110,12 +111,13 @@ class Model {
     Tensor unit_weights(int unit) { return acquire(unit, -1); }
     void release_unit(int unit) { release(unit); }
 
-    // One micro-batch through this rank's slice. global_tokens is the number of non-ignored targets in the
+    // One micro-batch through this rank's slice (or through one model chunk of it, when the stage holds several:
+    // PipelineSlice). global_tokens is the number of non-ignored targets in the
     // GLOBAL batch (all micro-batches, all data-parallel ranks): the loss and its gradient are divided by
     // it, never by a local count (ARCHITECTURE.md §6). A pipeline stage without the embedding reads hidden_in (N, h)
     // instead of tokens; one without the head returns its output in MicroBatchActs::output and takes
     // d loss / d output in backward. Keep mb's tokens alive until the backward (the embedding reads them).
-    MicroBatchActs forward(const MicroBatch& mb, double global_tokens, const Tensor& hidden_in = {});
+    MicroBatchActs forward(const MicroBatch& mb, double global_tokens, const Tensor& hidden_in = {}, int chunk = 0);
     // B: every input gradient, head to embedding; returns d loss / d hidden_in for a stage without the
     // embedding (undefined otherwise). Keeps what backward_weight needs, drops the rest — including the
     // caller's doutput and the forward's hidden_in: a stage link must not reuse those buffers before W.
@@ -124,6 +126,10 @@ class Model {
     void backward_weight(MicroBatchActs& acts);
     // B then W, unit by unit (so the sink hears of each unit as early as possible); frees acts layer by layer
     Tensor backward(MicroBatchActs& acts, const Tensor& doutput = {});
+
+    // rows of the residual stream between the blocks, what a pipeline stage receives and sends: B·T tokens, or
+    // this rank's 1/tp of them under sequence parallelism (its boundary splits the tokens)
+    int64_t stage_rows(const MicroBatch& mb) const { return tp_->splits_tokens() ? mb.B * mb.T / opt_.tp : mb.B * mb.T; }
 
     // the same on whole sequences (positions 0..T-1): tokens, targets (B T) i32 on the model's device
     MicroBatchActs forward(const Tensor& tokens, const Tensor& targets, int64_t B, int64_t T, double global_tokens);
@@ -157,7 +163,7 @@ class Model {
    private:
     enum class Run { train, loss, logits };
     MicroBatchActs run_forward(Run run, const MicroBatch& mb, double global_tokens, const Tensor& hidden_in,
-                               Tensor* logits, KVCache* cache = nullptr);
+                               Tensor* logits, int chunk = 0, KVCache* cache = nullptr);
     Tensor run_backward(MicroBatchActs& acts, const Tensor& doutput, bool input, bool weight);
     // the unit's weights in the compute dtype; next: the unit acquired after it (-1: none), or by the pass's walk
     Tensor acquire(int unit, int next);
@@ -182,7 +188,7 @@ class Model {
     void norm_weight_grad(const ParamTensor& t, Tensor dw, const Tensor& dy, const Tensor& x, const Tensor& rstd);
     Tensor tensor_in(const Tensor& unit_flat, int unit, const std::string& role) const;  // one tensor of a unit's view
     Tensor lm_head_weight(const Tensor& head_flat, const Tensor& embedding_flat) const;
-    bool reads_embedding_in_head() const;  // tied, with the table on this stage
+    bool tied_pass(int chunk) const;  // tied, and this chunk runs both the embedding and the head
     void notify(int unit, Pass pass, bool begin);
 
     LlamaConfig cfg_;
@@ -193,7 +199,8 @@ class Model {
     std::shared_ptr<MlpCore> mlp_;
     ParamLayout layout_;
     Tensor params_, grads_;  // (n_params) flat, Tag::params / Tag::grads, in the policy's dtypes
-    std::vector<int> next_forward_, next_backward_;  // per unit: the unit each pass acquires after it (-1: none)
+    std::vector<int> next_forward_, next_backward_;  // per unit: the unit its chunk's pass acquires next (-1: none)
+    int embedding_chunk_ = -1, head_chunk_ = -1;     // the chunks that run the embedding and the head (-1: none)
 
     std::unique_ptr<TensorParallelBoundary> default_tp_;
     std::unique_ptr<ParamProvider> default_params_;

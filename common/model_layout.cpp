@@ -82,6 +82,10 @@ int LayoutBuilder::add(const std::string& role, Shape full, Split split, float i
     // parallelism, see only this rank's tokens, so their gradient is a partial sum over tp as well
     t.sharded_on = kAxisPP | u.sharded_on | (split == Split::replicated ? 0 : kAxisTP);
     t.grad_summed_on = u.grad_summed_on | (split == Split::replicated && opt_.sequence_parallel ? kAxisTP : 0);
+    // DualPipe's two copies of the model: the mirror stage computes the other part of every gradient
+    using Mirror = PipelineSlice::Mirror;
+    if (opt_.slice.mirror != Mirror::none) t.grad_summed_on |= kAxisPP;
+    if (opt_.slice.mirror == Mirror::replica) t.sharded_on &= ~kAxisPP;
     u.tensors.push_back((int)L_.tensors.size());
     L_.tensors.push_back(std::move(t));
     return (int)L_.tensors.size() - 1;
@@ -123,6 +127,21 @@ ParamLayout ParamLayout::build(const LlamaConfig& cfg, const LayoutOptions& opt,
     CHECK(0 <= slice.layer_begin && slice.layer_begin <= slice.layer_end && slice.layer_end <= cfg.n_layers,
           "pipeline slice layers [%lld, %lld) must lie within [0, n_layers %lld]",
           (long long)slice.layer_begin, (long long)slice.layer_end, (long long)cfg.n_layers);
+    for (int c = 1; c < slice.chunks(); c++) {
+        const LayerRange r = slice.chunk(c);
+        CHECK(0 <= r.begin && r.begin < r.end && r.end <= cfg.n_layers,
+              "pipeline slice chunk %d: layers [%lld, %lld) must be a non-empty range within [0, n_layers %lld]", c,
+              (long long)r.begin, (long long)r.end, (long long)cfg.n_layers);
+        for (int d = 0; d < c; d++) {
+            const LayerRange o = slice.chunk(d);
+            CHECK(r.end <= o.begin || o.end <= r.begin, "pipeline slice chunks %d [%lld, %lld) and %d [%lld, %lld) overlap",
+                  d, (long long)o.begin, (long long)o.end, c, (long long)r.begin, (long long)r.end);
+        }
+    }
+    CHECK(!slice.has_embedding || slice.embedding_chunk() >= 0,
+          "pipeline slice: the embedding needs a chunk that starts at layer 0");
+    CHECK(!slice.has_head || slice.head_chunk(cfg.n_layers) >= 0,
+          "pipeline slice: the head needs a chunk that ends at the last layer %lld", (long long)cfg.n_layers);
     static const LocalAttention default_attention(AttentionKernel::flash);
     static const DenseSwiGLU default_mlp;
     if (!attention) attention = &default_attention;
@@ -138,12 +157,20 @@ ParamLayout ParamLayout::build(const LlamaConfig& cfg, const LayoutOptions& opt,
 
     const int64_t h = cfg.hidden;
     const float std = 0.02f;
-    b.begin_unit("embedding", -1, slice.has_embedding);
-    b.add("model.embed_tokens.weight", {cfg.vocab, h}, Split::rows, std, L.vocab_rows);
+    // a tied model's stage with the head but not the embedding keeps a replica of the table for its lm_head, in
+    // the embedding unit, so the two copies are cut alike (ZeRO's shards of the unit match); it initialises to
+    // the same values (same name), and the two stages' gradients of it are summed (pp)
+    const bool replica = cfg.tied_embeddings && slice.has_head && !slice.has_embedding;
+    b.begin_unit("embedding", -1, slice.has_embedding || replica);
+    const int emb = b.add("model.embed_tokens.weight", {cfg.vocab, h}, Split::rows, std, L.vocab_rows);
+    if (emb >= 0 && cfg.tied_embeddings && slice.has_head != slice.has_embedding) {
+        b.tensor(emb).grad_summed_on |= kAxisPP;                // each of the two stages computes a part
+        if (replica) b.tensor(emb).sharded_on &= ~kAxisPP;      // counted in the norm on the first stage only
+    }
     b.end_unit();
     // the decoder block: its two norms, and what its attention and MLP cores declare between them
     for (int64_t i = 0; i < cfg.n_layers; i++) {
-        b.begin_unit("layer " + std::to_string(i), i, i >= slice.layer_begin && i < slice.layer_end);
+        b.begin_unit("layer " + std::to_string(i), i, slice.holds_layer(i));
         b.add("input_layernorm.weight", {h}, Split::replicated, 0);
         attention->declare(b);
         b.add("post_attention_layernorm.weight", {h}, Split::replicated, 0);
@@ -152,20 +179,30 @@ ParamLayout ParamLayout::build(const LlamaConfig& cfg, const LayoutOptions& opt,
     }
     b.begin_unit("head", -1, slice.has_head);
     b.add("model.norm.weight", {h}, Split::replicated, 0);
-    if (!cfg.tied_embeddings) {
-        b.add("lm_head.weight", {cfg.vocab, h}, Split::rows, std, L.vocab_rows);
-    } else if (!slice.has_embedding) {
-        // a tied model's last pipeline stage reads the embedding table as lm_head: it keeps a replica, which
-        // initialises to the same values (same name) and whose gradient is summed with the first stage's
-        const int t = b.add("model.embed_tokens.weight", {cfg.vocab, h}, Split::rows, std, L.vocab_rows);
-        if (t >= 0) {
-            b.tensor(t).sharded_on &= ~kAxisPP;
-            b.tensor(t).grad_summed_on |= kAxisPP;
-        }
-    }
+    if (!cfg.tied_embeddings) b.add("lm_head.weight", {cfg.vocab, h}, Split::rows, std, L.vocab_rows);
     b.end_unit();
     b.finish();
     return L;
+}
+
+bool PipelineSlice::holds_layer(int64_t layer) const {
+    for (int c = 0; c < chunks(); c++)
+        if (layer >= chunk(c).begin && layer < chunk(c).end) return true;
+    return false;
+}
+
+int PipelineSlice::embedding_chunk() const {
+    if (!has_embedding) return -1;
+    for (int c = 0; c < chunks(); c++)
+        if (chunk(c).begin == 0) return c;
+    return -1;
+}
+
+int PipelineSlice::head_chunk(int64_t n_layers) const {
+    if (!has_head) return -1;
+    for (int c = 0; c < chunks(); c++)
+        if (chunk(c).end == n_layers || (c == 0 && layer_end < 0)) return c;
+    return -1;
 }
 
 const ParamTensor& ParamLayout::find(const std::string& name) const {

@@ -42,12 +42,34 @@ enum Axis : uint8_t { kAxisDP = 1, kAxisCP = 2, kAxisTP = 4, kAxisPP = 8, kAxisE
 using Axes = uint8_t;
 std::string axes_str(Axes a);  // "dp|cp", "-" for none
 
-// The layers [layer_begin, layer_end) a pipeline stage builds; layer_end = -1 means the last layer.
+// A run of decoder layers [begin, end) that a pipeline stage runs as one piece: a model chunk.
+struct LayerRange {
+    int64_t begin = 0, end = 0;
+};
+
+// What a pipeline stage builds: the layers [layer_begin, layer_end) (layer_end = -1: the last layer) and, for
+// the schedules that give a rank several model chunks (interleaved 1F1B: v of them; DualPipe: one per
+// direction), further disjoint layer ranges, chunks 1, 2, ... Every chunk is one forward / backward pass of its
+// own (Model::forward's chunk). The embedding is run by the chunk that starts at layer 0, the head by the one
+// that ends at the last layer. A tied model's stage that has the head but not the embedding still holds the
+// embedding table (a replica, in the embedding unit) for its lm_head.
 struct PipelineSlice {
     int64_t layer_begin = 0;
     int64_t layer_end = -1;
     bool has_embedding = true;
     bool has_head = true;
+    std::vector<LayerRange> more_chunks{};  // chunks 1, 2, ... (non-empty, disjoint from every other chunk)
+    // DualPipe keeps two copies of the model: stage s and its mirror p-1-s hold the same layers (s's chunks
+    // are the mirror's in the other direction), so every tensor's gradient is summed over the two (pp), and
+    // the replica's copy is not counted in the gradient norm (the primary's is)
+    enum class Mirror : uint8_t { none, primary, replica } mirror = Mirror::none;
+
+    int chunks() const { return 1 + (int)more_chunks.size(); }
+    LayerRange chunk(int c) const { return c == 0 ? LayerRange{layer_begin, layer_end} : more_chunks.at(c - 1); }
+    bool holds_layer(int64_t layer) const;
+    // the chunk that runs the embedding / the head (n_layers: the model's); -1 when this stage has none
+    int embedding_chunk() const;
+    int head_chunk(int64_t n_layers) const;
 };
 
 // How a tensor is cut across tensor-parallel ranks.

@@ -36,22 +36,28 @@ Model::Model(const LlamaConfig& cfg, Device device, uint64_t seed, const ModelOp
 
     // the order each pass acquires units in, so a provider that gathers knows what comes next: forward
     // walks embedding, layers, head; the input-gradient pass walks head, layers down (the embedding's
-    // backward reads no weights). A layer's own unit comes before any unit a core added for it.
+    // backward reads no weights). A layer's own unit comes before any unit a core added for it. A stage with
+    // several model chunks walks each in its own passes (every unit belongs to one chunk).
     const PipelineSlice& s = layout_.slice;
-    std::vector<int> fwd, bwd;
-    if (s.has_embedding) fwd.push_back(layout_.embedding_unit());
-    for (int64_t i = s.layer_begin; i < s.layer_end; i++)
-        for (int u : held_units(i)) fwd.push_back(u);
-    if (s.has_head) {
-        fwd.push_back(layout_.head_unit());
-        bwd.push_back(layout_.head_unit());
-    }
-    for (int64_t i = s.layer_end - 1; i >= s.layer_begin; i--)
-        for (int u : held_units(i)) bwd.push_back(u);
+    embedding_chunk_ = s.embedding_chunk();
+    head_chunk_ = s.head_chunk(cfg_.n_layers);
     next_forward_.assign(layout_.units.size(), -1);
     next_backward_.assign(layout_.units.size(), -1);
-    for (size_t k = 0; k + 1 < fwd.size(); k++) next_forward_[fwd[k]] = fwd[k + 1];
-    for (size_t k = 0; k + 1 < bwd.size(); k++) next_backward_[bwd[k]] = bwd[k + 1];
+    for (int c = 0; c < s.chunks(); c++) {
+        const LayerRange r = s.chunk(c);
+        std::vector<int> fwd, bwd;
+        if (c == embedding_chunk_) fwd.push_back(layout_.embedding_unit());
+        for (int64_t i = r.begin; i < r.end; i++)
+            for (int u : held_units(i)) fwd.push_back(u);
+        if (c == head_chunk_) {
+            fwd.push_back(layout_.head_unit());
+            bwd.push_back(layout_.head_unit());
+        }
+        for (int64_t i = r.end - 1; i >= r.begin; i--)
+            for (int u : held_units(i)) bwd.push_back(u);
+        for (size_t k = 0; k + 1 < fwd.size(); k++) next_forward_[fwd[k]] = fwd[k + 1];
+        for (size_t k = 0; k + 1 < bwd.size(); k++) next_backward_[bwd[k]] = bwd[k + 1];
+    }
 }
 
 void Model::initial_weights(const ParamLayout& layout, Tensor& flat) const {
@@ -134,16 +140,14 @@ Tensor Model::tensor_in(const Tensor& unit_flat, int unit, const std::string& ro
     return unit_flat.flat(p.offset - layout_.units[unit].offset, p.numel()).view(p.shape);
 }
 
-bool Model::reads_embedding_in_head() const {
-    return cfg_.tied_embeddings && layout_.slice.has_embedding && layout_.slice.has_head;
+bool Model::tied_pass(int chunk) const {
+    return cfg_.tied_embeddings && chunk == embedding_chunk_ && chunk == head_chunk_;
 }
 
-// untied: the head's own (V, h) matrix; tied: the embedding table, or its replica when the embedding
-// lives on another pipeline stage
+// untied: the head's own (V, h) matrix; tied: the embedding unit's table (a replica on a pipeline stage that
+// has the head but not the embedding)
 Tensor Model::lm_head_weight(const Tensor& head_flat, const Tensor& embedding_flat) const {
-    const int head = layout_.head_unit();
-    if (!cfg_.tied_embeddings) return tensor_in(head_flat, head, "lm_head.weight");
-    if (!reads_embedding_in_head()) return tensor_in(head_flat, head, "model.embed_tokens.weight");
+    if (!cfg_.tied_embeddings) return tensor_in(head_flat, layout_.head_unit(), "lm_head.weight");
     return tensor_in(embedding_flat, layout_.embedding_unit(), "model.embed_tokens.weight");
 }
 

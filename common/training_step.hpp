@@ -64,9 +64,10 @@ struct StepHooks {
     // before any micro-batch (the model has zeroed its gradients by then)
     virtual void begin_step() {}
     // before micro-batch i writes its weight gradients: before its backward, or, when a schedule defers the
-    // weight gradients (zero bubble), before its backward_weight. last: it is the step's final one on this
-    // rank (DP's no_sync). A schedule finishes one micro-batch's weight gradients before the next one's
-    // start: the data-parallel hooks count a bucket's units per micro-batch.
+    // weight gradients (zero bubble), before its backward_weight; on a pipeline stage with several model chunks,
+    // before each chunk's (i counts those passes). last: it is the step's final one on this rank (DP's
+    // no_sync). A schedule finishes one pass's weight gradients before the next one's start: the data-parallel
+    // hooks count a bucket's units per pass, and start at the end of the last what it did not complete.
     virtual void before_gradients(int64_t i, bool last) {}
     // after the final backward: finish this hook's gradient reductions (wait for what backward started)
     virtual void finish_gradients() {}

@@ -237,16 +237,19 @@ TEST_CASE("model: two pipeline stages compute the loss and gradients of the whol
     }
 }
 
-TEST_CASE("model: a tied model's last stage holds a replica of the embedding; the two stages' gradients sum to the whole's") {
+TEST_CASE("model: a tied model's last stage holds a replica of the embedding in its embedding unit; the two stages' gradients sum to the whole's") {
     const LlamaConfig cfg = tiny(true);
     Batch b = make_batch(kB, kT, cfg.vocab, 72);
     TwoStages m(cfg);
     Model &whole = m.whole, &s0 = m.first, &s1 = m.last;
     const std::string emb = "model.embed_tokens.weight";
     const ParamTensor& replica = s1.layout().find(emb);
-    CHECK(replica.unit == s1.layout().head_unit());
+    // in the embedding unit, which the head reads, so both stages cut the table alike (ZeRO's shards match)
+    CHECK(replica.unit == s1.layout().embedding_unit());
+    CHECK(s1.layout().units[s1.layout().head_unit()].tensors.size() == 1);  // the head: the final norm only
     CHECK(!(replica.sharded_on & kAxisPP));       // both stages hold the whole table...
     CHECK((replica.grad_summed_on & kAxisPP));    // ...and each computes part of its gradient
+    CHECK((s0.layout().find(emb).grad_summed_on & kAxisPP));
     GridCoords first_stage, last_stage;
     last_stage.pp = 1;
     CHECK(counts_in_grad_norm(s0.layout().find(emb), first_stage));

@@ -1,0 +1,295 @@
+// pipeline_schedule.cpp — the five schedules' lists, where each virtual stage runs, and how the layers are cut
+// (pipeline_schedule.hpp). The checker is schedule_check.cpp.
+// Playbook: "Pipeline parallelism". Test: `build/bin/tests_07 -ts='ch07 np1'`.
+#include "pipeline_schedule.hpp"
+
+#include <deque>
+#include <sstream>
+
+#include "../common/core.hpp"
+
+namespace penta {
+
+const char* pipe_op_name(PipeOpKind k) {
+    switch (k) {
+        case PipeOpKind::F: return "F";
+        case PipeOpKind::B: return "B";
+        case PipeOpKind::W: return "W";
+        case PipeOpKind::BW: return "BW";
+    }
+    return "?";
+}
+
+std::string pipe_op_str(const PipeOp& op) {
+    return strfmt("%s mb %d chunk %d", pipe_op_name(op.kind), op.mb, op.chunk);
+}
+
+PipeScheduleKind parse_pipe_schedule(const std::string& v) {
+    if (v == "afab") return PipeScheduleKind::afab;
+    if (v == "1f1b") return PipeScheduleKind::one_f_one_b;
+    if (v == "interleaved") return PipeScheduleKind::interleaved;
+    if (v == "zb1") return PipeScheduleKind::zb1;
+    CHECK(v == "dualpipe", "--pp-schedule '%s' must be afab, 1f1b, interleaved, zb1 or dualpipe", v.c_str());
+    return PipeScheduleKind::dualpipe;
+}
+
+const char* pipe_schedule_name(PipeScheduleKind k) {
+    switch (k) {
+        case PipeScheduleKind::afab: return "afab";
+        case PipeScheduleKind::one_f_one_b: return "1f1b";
+        case PipeScheduleKind::interleaved: return "interleaved";
+        case PipeScheduleKind::zb1: return "zb1";
+        case PipeScheduleKind::dualpipe: return "dualpipe";
+    }
+    return "?";
+}
+
+int PipelinePlan::virtual_stage(int stage, int chunk, int mb) const {
+    const std::vector<std::pair<int, int>>& p = place.at(direction.at(mb));
+    for (int s = 0; s < (int)p.size(); s++)
+        if (p[s].first == stage && p[s].second == chunk) return s;
+    return -1;
+}
+
+int PipelinePlan::piece(int stage, int chunk) const {
+    for (const auto& p : place)
+        for (int s = 0; s < (int)p.size(); s++)
+            if (p[s].first == stage && p[s].second == chunk) return s;
+    FAIL("pipeline plan: stage %d holds no chunk %d", stage, chunk);
+}
+
+namespace {
+
+PipeOp F(int mb, int chunk = 0) { return {PipeOpKind::F, mb, chunk}; }
+PipeOp B(int mb, int chunk = 0) { return {PipeOpKind::B, mb, chunk}; }
+PipeOp W(int mb, int chunk = 0) { return {PipeOpKind::W, mb, chunk}; }
+PipeOp BW(int mb, int chunk = 0) { return {PipeOpKind::BW, mb, chunk}; }
+
+// one direction, one chunk per stage: virtual stage s on stage s
+PipelinePlan linear_plan(PipeScheduleKind kind, int p, int m) {
+    PipelinePlan P;
+    P.kind = kind, P.stages = p, P.chunks = 1, P.micro_batches = m, P.virtual_stages = p;
+    P.direction.assign(m, 0);
+    P.place.resize(1);
+    for (int s = 0; s < p; s++) P.place[0].push_back({s, 0});
+    P.ops.resize(p);
+    return P;
+}
+
+// GPipe: every forward, then every backward
+PipelinePlan afab(int p, int m) {
+    PipelinePlan P = linear_plan(PipeScheduleKind::afab, p, m);
+    for (int i = 0; i < p; i++) {
+        for (int j = 0; j < m; j++) P.ops[i].push_back(F(j));
+        for (int j = 0; j < m; j++) P.ops[i].push_back(BW(j));
+    }
+    return P;
+}
+
+// PipeDream-flush / Megatron-LM's 1F1B: stage i runs p-i-1 forwards ahead, then alternates, so at most p-i
+// micro-batches wait for their backward on it
+PipelinePlan one_f_one_b(int p, int m) {
+    PipelinePlan P = linear_plan(PipeScheduleKind::one_f_one_b, p, m);
+    for (int i = 0; i < p; i++) {
+        const int warmup = std::min(p - i - 1, m);
+        int f = 0;
+        for (; f < warmup; f++) P.ops[i].push_back(F(f));
+        for (int b = 0; b < m; b++) {
+            if (f < m) P.ops[i].push_back(F(f++));
+            P.ops[i].push_back(BW(b));
+        }
+    }
+    return P;
+}
+
+// ZB-H1: the 1F1B order with B and W apart. Stage i keeps i W's pending: the last stage, which never waits,
+// runs each W at once; stage 0, which waits longest for gradients in the cool-down, has p-1 W's to fill it with.
+// At most p micro-batches are between their F and their W on any stage: 1F1B's first stage's count.
+PipelinePlan zb1(int p, int m) {
+    PipelinePlan P = linear_plan(PipeScheduleKind::zb1, p, m);
+    for (int i = 0; i < p; i++) {
+        std::vector<PipeOp>& L = P.ops[i];
+        const int warmup = std::min(p - i - 1, m);
+        int f = 0;
+        std::deque<int> pending;  // micro-batches whose B ran and whose W has not
+        for (; f < warmup; f++) L.push_back(F(f));
+        for (int b = 0; b < m; b++) {
+            if (f < m) L.push_back(F(f++));
+            L.push_back(B(b));
+            pending.push_back(b);
+            while ((int)pending.size() > i) L.push_back(W(pending.front())), pending.pop_front();
+        }
+        for (int b : pending) L.push_back(W(b));
+    }
+    return P;
+}
+
+// Megatron-LM's interleaved 1F1B: virtual stage s = c·p + i lives on stage i as its chunk c. Forwards go in
+// groups of p micro-batches through chunk 0, then chunk 1, ...; backwards the same groups through the chunks in
+// reverse. Stage i runs 2(p-i-1) + (v-1)p forwards ahead, then alternates.
+PipelinePlan interleaved(int p, int m, int v) {
+    PipelinePlan P;
+    P.kind = PipeScheduleKind::interleaved, P.stages = p, P.chunks = v, P.micro_batches = m, P.virtual_stages = p * v;
+    P.direction.assign(m, 0);
+    P.place.resize(1);
+    for (int s = 0; s < p * v; s++) P.place[0].push_back({s % p, s / p});
+    std::vector<PipeOp> fwd, bwd;  // the order every stage follows
+    for (int g0 = 0; g0 < m; g0 += p) {
+        const int g = std::min(p, m - g0);
+        for (int c = 0; c < v; c++)
+            for (int j = 0; j < g; j++) fwd.push_back(F(g0 + j, c));
+        for (int c = v - 1; c >= 0; c--)
+            for (int j = 0; j < g; j++) bwd.push_back(BW(g0 + j, c));
+    }
+    const int total = m * v;
+    P.ops.resize(p);
+    for (int i = 0; i < p; i++) {
+        const int warmup = std::min(2 * (p - i - 1) + (v - 1) * p, total);
+        int f = 0;
+        for (; f < warmup; f++) P.ops[i].push_back(fwd[f]);
+        for (int b = 0; b < total; b++) {
+            if (f < total) P.ops[i].push_back(fwd[f++]);
+            P.ops[i].push_back(bwd[b]);
+        }
+    }
+    return P;
+}
+
+// DualPipe (DeepSeek-V3): stage i holds virtual stage i of direction 0 (its chunk 0: micro-batches 0..m/2-1
+// enter at stage 0) and virtual stage p-1-i of direction 1 (its chunk 1: micro-batches m/2..m-1 enter at
+// stage p-1). The op order is the eight steps of DeepSeek's dualpipe.py step(): a stage calls its two
+// directions "phase 0" and "phase 1", phase 0 being direction 0 on the first half of the stages and direction 1
+// on the second half. An F&B step of theirs (one chunk's forward overlapped with the other's backward) is F
+// then BW here; their zero-bubble backwards (enable_zb) are B now and W later, in first-in first-out order.
+PipelinePlan dualpipe(int p, int m) {
+    PipelinePlan P;
+    P.kind = PipeScheduleKind::dualpipe, P.stages = p, P.chunks = 2, P.micro_batches = m, P.virtual_stages = p;
+    const int half = p / 2, hm = m / 2;
+    for (int j = 0; j < m; j++) P.direction.push_back(j < hm ? 0 : 1);
+    P.place.resize(2);
+    for (int s = 0; s < p; s++) P.place[0].push_back({s, 0}), P.place[1].push_back({p - 1 - s, 1});
+    P.ops.resize(p);
+    for (int r = 0; r < p; r++) {
+        std::vector<PipeOp>& L = P.ops[r];
+        const int second = r >= half, hr = std::min(r, p - 1 - r);
+        int f[2] = {0, 0}, b[2] = {0, 0};
+        std::deque<PipeOp> deferred;  // B's whose W is still to run
+        auto fwd = [&](int phase) {
+            const int d = phase ^ second;
+            L.push_back(F(d * hm + f[d]++, d));
+        };
+        auto bwd = [&](int phase, bool zero_bubble) {
+            const int d = phase ^ second, mb = d * hm + b[d]++;
+            L.push_back(zero_bubble ? B(mb, d) : BW(mb, d));
+            if (zero_bubble) deferred.push_back(W(mb, d));
+        };
+        auto weight = [&] {
+            L.push_back(deferred.front());
+            deferred.pop_front();
+        };
+        for (int i = 0; i < (half - hr - 1) * 2; i++) fwd(0);              // step 1: nF0
+        for (int i = 0; i < hr + 1; i++) fwd(0), fwd(1);                   // step 2: nF0F1
+        for (int i = 0; i < half - hr - 1; i++) bwd(1, true), weight(), fwd(1);  // step 3: nB1W1F1
+        for (int i = 0; i < hm - p + hr + 1; i++)                           // step 4: nF0B1F1B0
+            fwd(0), bwd(1, false), fwd(1), bwd(0, false);
+        for (int i = 0; i < half - hr - 1; i++) bwd(1, false), fwd(1), bwd(0, false);  // step 5: nB1F1B0
+        bool zb = false;                                                    // step 6: nB1B0, the second half zero-bubble
+        for (int i = 0; i < hr + 1; i++) {
+            if (i == (hr + 1) / 2 && hr % 2 == 1) zb = true;
+            bwd(1, zb);
+            if (i == (hr + 1) / 2 && hr % 2 == 0) zb = true;
+            bwd(0, zb);
+        }
+        for (int i = 0; i < half - hr - 1; i++) weight(), bwd(0, true);    // step 7: nWB0
+        while (!deferred.empty()) weight();                                // step 8: nW
+    }
+    return P;
+}
+
+}  // namespace
+
+PipelinePlan generate_pipeline_plan(PipeScheduleKind kind, int p, int m, int v) {
+    CHECK(p >= 1 && m >= 1 && v >= 1, "a pipeline needs p >= 1 stages, m >= 1 micro-batches, v >= 1 chunks");
+    switch (kind) {
+        case PipeScheduleKind::afab: return afab(p, m);
+        case PipeScheduleKind::one_f_one_b: return one_f_one_b(p, m);
+        case PipeScheduleKind::interleaved: return interleaved(p, m, v);
+        case PipeScheduleKind::zb1: return zb1(p, m);
+        case PipeScheduleKind::dualpipe: return dualpipe(p, m);
+    }
+    FAIL("unknown pipeline schedule");
+}
+
+PipelinePlan make_pipeline_plan(PipeScheduleKind kind, int p, int m, int v) {
+    CHECK(v == 1 || kind == PipeScheduleKind::interleaved,
+          "--pp-chunks %d: only --pp-schedule interleaved gives a stage several model chunks (dualpipe holds two, one "
+          "per direction, by itself)", v);
+    if (kind == PipeScheduleKind::interleaved)
+        CHECK(m % p == 0,
+              "--pp-schedule interleaved runs the micro-batches in groups of --pp %d through each chunk in turn, so "
+              "the micro-batches per step (--grad-accum %d) must be a multiple of %d (Megatron-LM's rule: with a "
+              "partial group the stages receive in another order than they send, and with --pp-chunks 3 they can "
+              "deadlock)", p, m, p);
+    if (kind == PipeScheduleKind::dualpipe) {
+        CHECK(p % 2 == 0, "--pp-schedule dualpipe pairs stage i with stage p-1-i: --pp %d must be even", p);
+        CHECK(m % 2 == 0 && m >= 2 * p - 2,
+              "--pp-schedule dualpipe sends half the micro-batches each way: --grad-accum %d must be even and at least "
+              "2·pp - 2 = %d (the steps of DeepSeek's schedule assume as many)", m, 2 * p - 2);
+    }
+    PipelinePlan P = generate_pipeline_plan(kind, p, m, v);
+    check_plan(P);
+    return P;
+}
+
+std::vector<int64_t> parse_layer_sizes(const std::string& v) {
+    std::vector<int64_t> sizes;
+    std::stringstream ss(v);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        char* end = nullptr;
+        const long long n = std::strtoll(item.c_str(), &end, 10);
+        CHECK(!item.empty() && end && *end == 0 && n >= 1,
+              "--pp-layers '%s': each entry must be a number of layers >= 1, as in 3,3,2", v.c_str());
+        sizes.push_back(n);
+    }
+    CHECK(!sizes.empty(), "--pp-layers '%s' lists no layer counts (as in 3,3,2)", v.c_str());
+    return sizes;
+}
+
+std::vector<LayerRange> split_layers(int64_t n_layers, int S, const std::vector<int64_t>& sizes) {
+    std::vector<int64_t> n = sizes;
+    if (n.empty()) {
+        CHECK(n_layers >= S,
+              "the model has %lld layers, fewer than the pipeline's %d virtual stages (--pp × --pp-chunks): every "
+              "stage needs at least one layer", (long long)n_layers, S);
+        for (int s = 0; s < S; s++) n.push_back(n_layers / S + (s < n_layers % S ? 1 : 0));
+    }
+    CHECK((int)n.size() == S, "--pp-layers lists %zu stages; the pipeline has %d virtual stages (--pp × --pp-chunks)",
+          n.size(), S);
+    int64_t total = 0;
+    for (int64_t k : n) total += k;
+    CHECK(total == n_layers, "--pp-layers adds up to %lld layers; the model has %lld", (long long)total,
+          (long long)n_layers);
+    std::vector<LayerRange> pieces;
+    int64_t at = 0;
+    for (int64_t k : n) pieces.push_back({at, at + k}), at += k;
+    return pieces;
+}
+
+PipelineSlice stage_slice(const PipelinePlan& plan, const std::vector<LayerRange>& pieces, int stage) {
+    PipelineSlice s;
+    s.has_embedding = s.has_head = false;
+    for (int c = 0; c < plan.chunks; c++) {
+        const int v = plan.piece(stage, c);
+        const LayerRange r = pieces.at(v);
+        if (c == 0) s.layer_begin = r.begin, s.layer_end = r.end;
+        else s.more_chunks.push_back(r);
+        s.has_embedding |= v == 0;
+        s.has_head |= v == plan.virtual_stages - 1;
+    }
+    if (plan.kind == PipeScheduleKind::dualpipe)
+        s.mirror = stage < plan.stages / 2 ? PipelineSlice::Mirror::primary : PipelineSlice::Mirror::replica;
+    return s;
+}
+
+}  // namespace penta

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# bad_inputs_test.sh — chapter 07's rows of the bad-input table: unknown schedules, chunks without interleaving,
+# micro-batch counts a schedule cannot take, layer splits that do not add up, ZeRO-3 and evaluation with a pipeline,
+# the logical clock's costs, the trace file, and the layout's rules. Each row runs chapter 07 under mpirun and must
+# exit non-zero, not by a signal, within 10 s, naming the flag and the rule (tests/expect_fail.sh). `make test CH=07`.
+#   bash tests/07_pipeline_parallel/bad_inputs_test.sh     (BIN: the programs' folder; MPIRUN: as make sets it)
+set -uo pipefail
+source "$(dirname "$0")/../expect_fail.sh"
+expect_needs_mpi "bad inputs test (chapter 07)"
+
+EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 2 "$BIN/07_pipeline_parallel" <<'EOF2'
+--pp 2 --pp-schedule gpipe                              | --pp-schedule 'gpipe' must be afab, 1f1b, interleaved, zb1 or dualpipe
+--pp 2 --pp-chunks 2                                    | --pp-chunks 2: only --pp-schedule interleaved gives a stage several model chunks
+--pp 2 --pp-schedule interleaved --pp-chunks 2 --grad-accum 3 | --grad-accum 3) must be a multiple of 2 (Megatron-LM's rule
+--pp 2 --pp-schedule dualpipe --grad-accum 3            | --pp-schedule dualpipe sends half the micro-batches each way: --grad-accum 3 must be even
+--pp 2 --pp-layers 3,2                                  | --pp-layers adds up to 5 layers; the model has 4
+--pp 2 --pp-layers 2,x                                  | --pp-layers '2,x': each entry must be a number of layers >= 1
+--pp 2 --pp-layers 1,1,2                                | --pp-layers lists 3 stages; the pipeline has 2 virtual stages
+--pp 2 --model tiny --pp-schedule interleaved --pp-chunks 2 | the model has 2 layers, fewer than the pipeline's 4 virtual stages
+--pp 2 --zero 3                                         | --zero 3 with --pp 2: ZeRO-3 all-gathers a stage's weights for every micro-batch
+--pp 2 --eval-every 10                                  | --eval-every 10: the held-out evaluation runs the whole model on every rank
+--pp 2 --pp-cost-b 0                                    | --pp-cost-b 0 must be a number of F units in (0, 1000]
+--pp 2 --pp-cost-w nan                                  | --pp-cost-w nan must be a number of F units
+--pp 2 --trace /nonexistent/pp.json                     | --trace /nonexistent/pp.json: the folder /nonexistent/ does not exist
+--pp 2 --cp 2                                           | --cp 2 --ep 1: context and expert parallelism are chapters 06 and 08
+--pp 3                                                  | --pp 3 must be between 1 and the job's 2 rank(s)
+--pp 1                                                  | --dp 1 × --pp 1 × --cp 1 × --tp 1 = 1 ranks, but the job has 2
+EOF2
+EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 4 "$BIN/07_pipeline_parallel" <<'EOF2'
+--pp 4 --pp-schedule dualpipe --grad-accum 4            | --grad-accum 4 must be even and at least 2·pp - 2 = 6
+--pp 2 --tp 2 --sp --micro-batch 1 --seq 15             | --sp splits the --micro-batch 1 × --seq 15 = 15 tokens of a micro-batch into --tp 2 equal blocks
+--pp 2 --tp 3                                           | --tp 3
+EOF2
+expect_summary
