@@ -7,6 +7,8 @@
 //   avx512 14 x 32: 2 loads of B (32 floats), 14 broadcasts of A, 28 FMAs into 28 zmm accumulators
 //          (28 + 2 + 1 = 31 of the 32 zmm registers)
 // Two FMA units with a 4-cycle latency need >= 8 independent accumulators in flight; both tiles have more.
+// The k loop is unrolled by 4 and prefetches B's packed row 8 steps ahead: measured against OpenBLAS in
+// interleaved runs on the development machine, +8% for avx2 (0.81-0.85 -> 0.84-0.93), within the noise for avx512.
 // Each function carries its own target attribute, so this file compiles on any x86-64 compiler flags and
 // the caller picks by CPUID (cpu_rung_unsupported). Packing and edges: cpu_gemm.cpp.
 //   build/bin/10_kernels --part cpu-gemm --rungs avx2,avx512
@@ -22,7 +24,9 @@ __attribute__((target("avx2,fma"))) void microkernel_avx2(int64_t kc, const floa
     // the stack at each k step (10 stores per 12 FMAs, measured at 60% of OpenBLAS), with names it does not.
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
            c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+#pragma GCC unroll 4
     for (int64_t k = 0; k < kc; k++, Ap += 6, Bp += 16) {
+        _mm_prefetch((const char*)(Bp + 8 * 16), _MM_HINT_T0);  // B's row 8 steps ahead (L2 -> L1)
         const __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8);  // (1, 16) of B
         __m256 a = _mm256_broadcast_ss(Ap + 0);
         c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);
@@ -55,7 +59,9 @@ __attribute__((target("avx512f"))) void microkernel_avx512(int64_t kc, const flo
     constexpr int MR = 14;
     __m512 c[MR][2];  // an array is fine here: with 32 registers GCC keeps all 28 in them (checked in the disassembly)
     for (int i = 0; i < MR; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
+#pragma GCC unroll 4
     for (int64_t k = 0; k < kc; k++) {
+        _mm_prefetch((const char*)(Bp + k * 32 + 8 * 32), _MM_HINT_T0);
         const __m512 b0 = _mm512_load_ps(Bp + k * 32), b1 = _mm512_load_ps(Bp + k * 32 + 16);  // (1, 32) of B
         for (int i = 0; i < MR; i++) {
             const __m512 a = _mm512_set1_ps(Ap[k * MR + i]);

@@ -39,15 +39,17 @@ GpuRung parse_gpu_rung(const std::string& s) {
 }
 
 int device_capability() {
+    static int cc = -1;  // asked once: every launcher checks it, and a timed loop must not pay for the query
+    if (cc >= 0) return cc;
     int dev = 0, major = 0, minor = 0, n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        cudaGetLastError();  // clear the sticky "no device" error
-        return 0;
+        cudaGetLastError();  // clear the "no device" error
+        return cc = 0;
     }
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    return major * 10 + minor;
+    return cc = major * 10 + minor;
 }
 
 std::string gpu_rung_unsupported(GpuRung r, GemmType t) {
