@@ -1,4 +1,5 @@
-// lab_util.cpp — the machine's name and load, today's date and a model's GEMM shapes (lab_util.hpp).
+// lab_util.cpp — the machine's name and load, today's date and a model's GEMM shapes (lab_util.hpp), printed
+// beside every table of the kernels lab. Playbook: "Diving into the GPUs". Used by build/bin/10_kernels.
 #include "lab_util.hpp"
 
 #include <ctime>
