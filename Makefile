@@ -8,6 +8,7 @@
 #   make bench        benchmarks that print figures (GEMM, attention, training throughput)
 #   make clean
 # Options: CUDA=auto|0|1   ARCH="80 90" (SM versions)   MPI=1|0 (0: single-rank build without MPI)
+#          NVFLAGS_EXTRA="-Xptxas -v" (more nvcc flags: here ptxas's registers and spills of every kernel)
 #          NP=8 (ranks for `make run`)   DEBUG=1 (-O0 -g, sanitizers off)   BUILD=build (output folder)
 #          CH=NN (two digits: 00 = common/, 01 ... the chapters)   PENTA_TEST_TIMEOUT=900 (s per test run)
 
@@ -46,7 +47,7 @@ ifeq ($(CUDA),1)
   CPPFLAGS += -DPENTA_CUDA -DPENTA_NCCL -I$(CUDA_HOME)/include
   LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart
   GENCODE  := $(foreach a,$(ARCH),-gencode arch=compute_$(a),code=sm_$(a))
-  NVFLAGS   = -std=c++17 -O3 $(GENCODE) -lineinfo -Xcompiler -Wall $(CPPFLAGS)
+  NVFLAGS   = -std=c++17 -O3 $(GENCODE) -lineinfo -Xcompiler -Wall $(CPPFLAGS) $(NVFLAGS_EXTRA)
 endif
 
 # the shared library every chapter links
@@ -58,22 +59,26 @@ LIB     := $(OBJ)/libpenta.a
 # Chapters are layered: chapter NN builds on common/ and chapters < NN, never on a later one, so that a
 # broken later chapter (a workshop blank, a half-done exercise) cannot break an earlier chapter's build or
 # grading. scripts/check_layering.sh checks the includes; here the links follow the same rule:
-#   build/bin/NN_name   NN_name/train.cpp + the concept files (every other .cpp) of chapters <= NN + libpenta
+#   build/bin/NN_name   the chapter's program + the concept files (every other .cpp, and with CUDA every .cu)
+#                       of chapters <= NN + libpenta. The program is NN_name/train.cpp, or NN_name/lab.cpp in
+#                       a chapter that trains nothing (10_kernels: the kernels lab's driver).
 #   build/bin/tests_NN  chapter NN's tests: tests/test_main.cpp (the MPI-aware doctest main) + the test_*.cpp
 #                       in tests/NN_name/ + the test helpers and concept files of chapters <= NN + libpenta.
 #                       tests_00 holds common/'s tests (tests/00_common/) and links no chapter.
 # Test folders: in tests/NN_name/, files named test_*.cpp hold the TEST_CASEs (suites "chNN npK") and any
 # other .cpp is a helper (equivalence.cpp, tp_testing.cpp) that this chapter's and every later chapter's test
 # binary links; *_test.sh scripts there run with the chapter's tests. tests/README.md says more.
-CHAPTERS := $(sort $(patsubst %/train.cpp,%,$(wildcard [0-9][0-9]_*/train.cpp)))
+CHAPTERS := $(sort $(patsubst %/,%,$(dir $(wildcard [0-9][0-9]_*/train.cpp [0-9][0-9]_*/lab.cpp))))
 num       = $(firstword $(subst _, ,$1))# 04_tensor_parallel -> 04
+program   = $(firstword $(wildcard $1/train.cpp $1/lab.cpp))# the program's source in chapter folder $1
 NUMS     := 00 $(foreach c,$(CHAPTERS),$(call num,$c))
 LAST     := $(lastword $(NUMS))
 # the numbers 00 ... $1 of NUMS (two digits each, so comparing them as strings compares them as numbers)
 upto      = $(foreach n,$(NUMS),$(if $(filter $n,$(firstword $(sort $n $1))),$n))
-objs      = $(patsubst %.cpp,$(OBJ)/%.o,$1)
+objs      = $(patsubst %.cu,$(OBJ)/%.o,$(patsubst %.cpp,$(OBJ)/%.o,$1))
 # chapter $1's concept objects (00: none, common/ is libpenta), its test cases, its test helpers
-concepts  = $(call objs,$(filter-out %/train.cpp,$(wildcard $1_*/*.cpp)))
+concepts  = $(call objs,$(filter-out %/train.cpp %/lab.cpp,$(wildcard $1_*/*.cpp)) \
+                        $(if $(filter 1,$(CUDA)),$(wildcard $1_*/*.cu),))
 testcases = $(call objs,$(wildcard tests/$1_*/test_*.cpp))
 helpers   = $(call objs,$(filter-out $(wildcard tests/$1_*/test_*.cpp),$(wildcard tests/$1_*/*.cpp)))
 # the same, for chapters 00 ... $1
@@ -114,6 +119,12 @@ $(OBJ)/%.o: %.cu | $(BUILD)/.deps-ok
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
+# A file named *_sm90a.cu holds Hopper-only instructions (wgmma, setmaxnreg): it is compiled for sm_90a alone,
+# whatever ARCH says; its host code checks the device before launching (10_kernels/gemm_wgmma_sm90a.cu).
+$(OBJ)/%_sm90a.o: GENCODE := -gencode arch=compute_90a,code=sm_90a
+# the kernels lab's kernels are tuned by hand: a register spill is a regression, so ptxas says so in every build
+$(OBJ)/10_kernels/%.o: NVFLAGS += -Xptxas -warn-spills
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -126,7 +137,7 @@ endef
 
 # chapter $1's program ($2 = its folder) and test binary, linking nothing of a later chapter
 define chapter_rules
-$(BIN)/$2: $(OBJ)/$2/train.o $(call concepts_upto,$1) $(LIB) $(BUILD)/variant.$(VARIANT)
+$(BIN)/$2: $(call objs,$(call program,$2)) $(call concepts_upto,$1) $(LIB) $(BUILD)/variant.$(VARIANT)
 	$$(LINK)
 $(BIN)/tests_$1: $(OBJ)/tests/test_main.o $(call testcases,$1) $(call helpers_upto,$1) $(call concepts_upto,$1) \
                  $(LIB) $(BUILD)/variant.$(VARIANT)

@@ -4,7 +4,8 @@
 # In a workshop the last chapter is often broken on purpose (a blank to fill in) or half done; `make test
 # CH=01` must still build and pass. This copies the working tree (git ls-files -co --exclude-standard) and
 # the build folder to a scratch folder, keeping every timestamp so make recompiles nothing, plants
-# `#error planted by broken_chapter_test` at the end of the last chapter's concept files (not train.cpp)
+# `#error planted by broken_chapter_test` at the end of the last chapter's concept files (not its program,
+# train.cpp or lab.cpp)
 # and of its tests' test_*.cpp, and runs there
 #   1. make test CH=01        must exit 0 with "0 failed": nothing of the last chapter is compiled or run;
 #   2. make test CH=<last>    must fail, naming the planted error: the plant bites, so check 1 can fail.
@@ -18,7 +19,7 @@ build=${BUILD:-build}
 [[ "$build" = /* ]] || build=$src/$build
 cd "$src" || exit 1
 
-chapters=$(ls -d [0-9][0-9]_*/ 2>/dev/null | while read -r d; do [ -f "$d/train.cpp" ] && echo "${d%/}"; done)
+chapters=$(ls -d [0-9][0-9]_*/ 2>/dev/null | while read -r d; do [ -f "$d/train.cpp" ] || [ -f "$d/lab.cpp" ] && echo "${d%/}"; done)
 first=$(head -n 1 <<<"$chapters") last=$(tail -n 1 <<<"$chapters")
 if [ -z "$first" ] || [ "$first" = "$last" ]; then
     echo "broken chapter test: skipped (it needs two chapters; found: ${chapters:-none})"
@@ -42,7 +43,7 @@ fi
 echo "broken chapter test: copied to $tmp in $((SECONDS - t0)) s"
 
 planted=()
-for f in $(ls "$last"/*.cpp tests/"$n_last"_*/test_*.cpp 2>/dev/null | grep -v '/train\.cpp$'); do
+for f in $(ls "$last"/*.cpp tests/"$n_last"_*/test_*.cpp 2>/dev/null | grep -v -E '/(train|lab)\.cpp$'); do
     printf '\n#error planted by broken_chapter_test\n' >>"$tmp/$f"
     planted+=("$f")
 done
