@@ -10,6 +10,7 @@
 
 #include "../../10_kernels/reference.hpp"
 #include "../../10_kernels/validate.hpp"
+#include "../../common/rope.hpp"
 #include "../testing.hpp"
 
 using namespace penta;
@@ -69,9 +70,12 @@ TEST_SUITE("ch10 np1") {
         const std::vector<int32_t> pos = {0, 1, 7, 300, 4095};
         Tensor Q = host(q, {B, T, H, D}), P = Tensor::from_host_i32(pos, {T}, Device::cpu);
         Tensor O = Tensor::empty({B, T, H, D}, DType::f32, Device::cpu, Tag::workspace);
-        rope_forward(Q, P, 10000.0f, O);
+        LlamaConfig rc;  // only what the table reads: theta 10000 (the default), head dim D
+        rc.hidden = H * D, rc.n_heads = H;
+        const Tensor inv_freq = rope_inv_freq_tensor(rc, Device::cpu);  // (D/2) theta^(-2i/D), as the model makes it
+        rope_forward(Q, P, inv_freq, O);
         agree(O, rope_ref(q, pos, B, T, H, D, 10000.0, false), "rope forward", 1e-4);  // f32 angles at pos 4095
-        rope_backward(Q, P, 10000.0f, O);
+        rope_backward(Q, P, inv_freq, O);
         agree(O, rope_ref(q, pos, B, T, H, D, 10000.0, true), "rope backward", 1e-4);
 
         const auto g = random_normal(200, 7), u = random_normal(200, 8), dout = random_normal(200, 9);
