@@ -25,9 +25,14 @@ Trained train_reference(Model& model, const AdamWConfig& adamw, const Dataset& d
 
 double check_close_per_tensor(const LlamaConfig& cfg, const std::vector<float>& got, const std::vector<float>& ref,
                               double rtol, double atol, const std::string& what) {
+    return check_close_per_tensor(ParamLayout::build(cfg), got, ref, rtol, atol, what);
+}
+
+double check_close_per_tensor(const ParamLayout& layout, const std::vector<float>& got, const std::vector<float>& ref,
+                              double rtol, double atol, const std::string& what) {
     REQUIRE_MESSAGE(got.size() == ref.size(), what << ": " << got.size() << " vs " << ref.size() << " weights");
     double smallest = INFINITY;
-    for (const ParamTensor& t : ParamLayout::build(cfg).tensors) {
+    for (const ParamTensor& t : layout.tensors) {
         std::vector<float> a(got.begin() + t.offset, got.begin() + t.offset + t.numel());
         std::vector<float> b(ref.begin() + t.offset, ref.begin() + t.offset + t.numel());
         double scale = 0;
@@ -40,6 +45,11 @@ double check_close_per_tensor(const LlamaConfig& cfg, const std::vector<float>& 
 
 void check_same_training(const Trained& got, const Trained& ref, const LlamaConfig& cfg, double rtol,
                          const std::string& what) {
+    check_same_training(got, ref, ParamLayout::build(cfg), rtol, what);
+}
+
+void check_same_training(const Trained& got, const Trained& ref, const ParamLayout& layout, double rtol,
+                         const std::string& what) {
     INFO(what);
     REQUIRE(got.losses.size() == ref.losses.size());
     REQUIRE(got.norms.size() == ref.norms.size());
@@ -49,7 +59,7 @@ void check_same_training(const Trained& got, const Trained& ref, const LlamaConf
         CHECK(std::abs(got.losses[s] - ref.losses[s]) <= rtol * std::abs(ref.losses[s]));
         CHECK(std::abs(got.norms[s] - ref.norms[s]) <= rtol * std::abs(ref.norms[s]));
     }
-    check_close_per_tensor(cfg, got.params, ref.params, rtol, rtol,
+    check_close_per_tensor(layout, got.params, ref.params, rtol, rtol,
                            what + strfmt(" after %zu steps", ref.losses.size()));
 }
 

@@ -12,18 +12,10 @@
 
 #include "../../01_single_gpu/reference_dump.hpp"
 #include "../testing.hpp"
+#include "torch_testing.hpp"
 
 using namespace penta;
-
-namespace {
-std::string python_with_torch() {
-    for (const char* p : {"/usr/bin/python3", "python3"}) {
-        std::string cmd = std::string(p) + " -c 'import torch, numpy' >/dev/null 2>&1";
-        if (std::system(cmd.c_str()) == 0) return p;
-    }
-    return "";
-}
-}  // namespace
+using penta::testing::python_with_torch;
 
 TEST_SUITE("ch01 np1") {
     TEST_CASE("model, gradients and 5 AdamW steps agree with an independent PyTorch implementation") {
