@@ -228,12 +228,12 @@ StepResult ExpertParallelTraining::run() {
         rec.arrays.push_back({"tokens_per_expert", load.total});
         for (int64_t i = 0; i < mc.n_layers; i++)
             if (mc.moe.moe_layer(i)) rec.arrays.push_back({strfmt("tokens_per_expert_layer%ld", (long)i), load.routed[i]});
-        double mean = 0;
-        for (double v : load.total) mean += v / (double)load.total.size();
-        std::string counts;
-        for (double v : load.total) counts += strfmt(" %.2f", mean > 0 ? v / mean : 0.0);
-        rec.detail = strfmt("    tokens per expert, all MoE layers: %s  (x mean:%s)", load_bars(load.total).c_str(),
-                            counts.c_str());
+        // each MoE layer's choices per expert as bars scaled to its busiest expert, and that one's load over the mean
+        rec.detail = "    tokens per expert:";
+        for (int64_t i = 0; i < mc.n_layers; i++)
+            if (mc.moe.moe_layer(i))
+                rec.detail += strfmt("  layer %ld %s %.2fx", (long)i, load_bars(load.routed[i]).c_str(),
+                                     max_violation(load.routed[i]) + 1);
     };
     return run_training(loop);
 }

@@ -67,7 +67,7 @@ const std::vector<LlamaConfig>& moe_presets() {
         // name, vocab, hidden, layers, heads, kv heads, ffn (dense layers), max_seq, rope theta, norm eps, tied;
         // experts, top k, expert ffn (, shared, first dense, renormalise, names)
         // 8 experts of the addition task's byte vocabulary: learns it on a CPU in minutes
-        moe_model("tiny-moe", 256, 64, 4, 4, 2, 128, 64, 10000.0, 1e-5, true, experts(8, 2, 64)),
+        moe_model("tiny-moe", 256, 128, 4, 4, 2, 256, 64, 10000.0, 1e-5, true, experts(8, 2, 128)),
         moe_model("mixtral-8x7b", 32000, 4096, 32, 32, 8, 14336, 32768, 1e6, 1e-5, false, experts(8, 2, 14336)),
         // DeepSeekMoE 16B: fine-grained experts (64 of 1408 wide, 6 per token), 2 shared, layer 0 dense
         moe_model("deepseek-moe-16b", 102400, 2048, 28, 16, 16, 10944, 4096, 10000.0, 1e-6, false,

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "../../08_expert_parallel/balance.hpp"
 #include "../../08_expert_parallel/dispatch_plan.hpp"
 #include "../../08_expert_parallel/moe_layer.hpp"
 #include "../testing.hpp"
@@ -284,6 +285,67 @@ TEST_CASE("the MoE model: finite differences through every layer, split backward
     CHECK(std::memcmp(ga.data(), gb.data(), ga.size() * sizeof(float)) == 0);
     // recorded once per micro-batch's backward, per MoE layer: m's, a's and b's (the core is theirs alike)
     for (int64_t i = 0; i < c.n_layers; i++) CHECK(moe->stats()[i].micro_batches == 3);
+}
+
+TEST_CASE("balancing evens out a skewed router: the balance loss's gradient alone, the bias update alone") {
+    // the tokens lean the same way: x shares a direction (all ones), so the (decided) router sends most of
+    // them to the same experts
+    auto skewed = [](LayerSetup& s) -> const ParamTensor& {
+        std::vector<float> x = s.x.to_host();
+        for (float& v : x) v = 0.7f * v + 0.6f;
+        s.x = Tensor::from_host(x, s.x.shape, Device::cpu);
+        return s.model->layout().find("model.layers." + std::to_string(s.layer) + ".block_sparse_moe.gate.weight");
+    };
+    // one forward + backward of the layer (the loss: the balance loss alone, dy = 0), the load it recorded
+    auto step = [](LayerSetup& s, ExpertBalanceHooks& hook) {
+        s.moe->reset_stats();
+        Tensor y;
+        LayerParams w = layer_view(*s.model, s.model->params(), s.layer);
+        std::unique_ptr<MlpActs> acts = s.moe->forward(s.cfg, w, s.mb, s.G, s.x, y, Tag::workspace);
+        Tensor dy = Tensor::zeros(y.shape, DType::f32, Device::cpu, Tag::workspace);
+        s.moe->backward_input(w, *acts, dy, Tag::workspace);
+        LayerParams g = layer_view(*s.model, s.model->grads(), s.layer);
+        s.moe->backward_weight(g, s.x, *acts);
+        hook.after_update();  // the load of the step; with --moe-balance bias, the update
+        return max_violation(hook.last_step().routed[s.layer]);
+    };
+    {
+        MoeOptions o;
+        o.aux_coef = 1.0;
+        LayerSetup s(moe_config(), o, 3);
+        const ParamTensor& r = skewed(s);
+        ExpertBalanceHooks hook(*s.moe, nullptr);
+        const double before = step(s, hook);
+        double after = before;
+        for (int i = 0; i < 60; i++) {  // plain gradient descent on the router, from the balance loss only
+            s.model->zero_grads();
+            after = step(s, hook);
+            Tensor wr = s.model->params().flat(r.offset, r.numel());
+            add_inplace(wr, s.model->grads().flat(r.offset, r.numel()), -0.5f);
+        }
+        INFO("balance loss: MaxVio " << before << " -> " << after);
+        CHECK(before > 0.5);
+        CHECK(after < 0.3 * before);
+    }
+    {
+        MoeOptions o;
+        o.balance = MoeBalance::bias;
+        o.bias_rate = 0.005;
+        LayerSetup s(moe_config(), o, 3);
+        skewed(s);
+        ExpertBalanceHooks hook(*s.moe, nullptr);
+        const double before = step(s, hook);
+        const std::vector<double> load = hook.last_step().routed[s.layer];
+        const int64_t busiest = std::max_element(load.begin(), load.end()) - load.begin();
+        const std::vector<float> w0 = s.model->params().to_host();
+        double after = before;
+        for (int i = 0; i < 60; i++) after = step(s, hook);
+        INFO("bias: MaxVio " << before << " -> " << after);
+        CHECK(before > 0.5);
+        CHECK(after < 0.3 * before);
+        CHECK(s.moe->bias(s.layer).to_host()[busiest] < 0);  // the overloaded expert was made less attractive...
+        CHECK(s.model->params().to_host() == w0);  // ...by the bias alone: no weight moved
+    }
 }
 
 TEST_CASE("capacity: per sequence, first choices before second ones, tokens in order; rows sorted by expert") {

@@ -26,7 +26,11 @@ TEST_SUITE("ch08 np1") {
         TrainConfig cfg;
         cfg.micro_batch = 2;
         cfg.seq = 16;
-        cfg.lr = 1e-2f;
+        // chapter 01's check steps at 1e-2; here 5 such steps move the routers' float32 and float64 weights
+        // apart enough that a token near a tie can choose another expert on one side (the top-k is a step
+        // function), and that expert's weights then part by a whole step: 2e-3 keeps the two runs on the
+        // same routing (torch_moe.py prints the smallest gap it saw)
+        cfg.lr = 2e-3f;
         cfg.grad_clip = 0.5f;  // small enough to clip, so clipping is compared too
         MoeOptions o;
         o.aux_coef = 0.1;  // large enough that its gradient matters in the comparison
@@ -39,7 +43,7 @@ TEST_SUITE("ch08 np1") {
         dump_moe_reference(model, *moe, *data, cfg, dir);
         // its verdict by its exit status; of its line per tensor, only the mismatches and the verdict are shown
         const int rc = std::system((py + " " PENTA_SOURCE_DIR "/tools/torch_moe.py " + dir + " > " + dir + "/check.txt 2>&1").c_str());
-        std::system(("grep -E '^(FAIL|ok   (logits|loss|balance)|torch_moe)' " + dir + "/check.txt").c_str());
+        std::system(("grep -E '^(FAIL|ok   (logits|loss|balance)|smallest|torch_moe)' " + dir + "/check.txt").c_str());
         CHECK_MESSAGE(rc == 0, "tools/torch_moe.py reported a mismatch (its lines starting with FAIL above)");
         std::system(("rm -rf " + dir).c_str());
     }
