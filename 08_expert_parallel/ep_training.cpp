@@ -133,9 +133,10 @@ void ExpertParallelTraining::print_header() const {
                 flags.capacity > 0 ? strfmt("factor %g: %ld copies per expert and sequence", flags.capacity,
                                             (long)expert_capacity(flags.capacity, e.top_k, cfg.seq, e.experts)).c_str()
                                    : "none (no token dropped)");
-    std::printf("layout %s on %d ranks; device %s; comm %s; %d experts per ep rank; experts summed over edp (%d ranks), "
-                "the rest over dp (%d)\n", grid->shape().str().c_str(), grid->world().size(), device_name(device),
-                comm_backend_name(grid->ep().backend()), moe->experts_per_rank(), grid->edp().size(), grid->dp().size());
+    std::printf("layout %s on %d ranks; device %s; comm %s; %d experts per ep rank; experts' gradients summed over "
+                "edp (%d rank%s), the rest over dp (%d)\n", grid->shape().str().c_str(), grid->world().size(),
+                device_name(device), comm_backend_name(grid->ep().backend()), moe->experts_per_rank(), grid->edp().size(),
+                grid->edp().size() == 1 ? "" : "s", grid->dp().size());
     std::printf("batch: %ld micro-batch x %ld grad-accum x dp %ld = %ld sequences x %ld tokens; recompute %s; "
                 "optimizer %s\n", (long)cfg.micro_batch, (long)cfg.grad_accum, (long)cfg.dp,
                 (long)(cfg.micro_batch * cfg.grad_accum * cfg.dp), (long)cfg.seq, cfg.recompute.c_str(),

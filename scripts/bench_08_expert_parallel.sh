@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench_08_expert_parallel.sh — chapter 08: the step time of the tiny MoE (8 experts of width 64, top 2) beside
-# a dense model of the same active parameters (the same shape with one MLP of width 2 x 64), and the MoE with
+# bench_08_expert_parallel.sh — chapter 08: the step time of the tiny MoE (8 experts of width 128, top 2) beside
+# a dense model of the same active parameters (the same shape with one MLP of width 2 x 128), and the MoE with
 # its experts on ep 1, 2 and 4 ranks; the same global batch (32 sequences x 64 tokens of the addition task)
 # for every row. Prints a table; asserts nothing.
 #
@@ -16,13 +16,13 @@ repeats=${REPEATS:-2}
 source "$(dirname "$0")/bench_mpi.sh" bench_08_expert_parallel  # $mpirun_cmd, $cores, $tmp
 
 # tiny-moe's shape with one dense MLP as wide as the two experts a token uses: equal active parameters but
-# the router's 8 x 64 per layer
+# the router's 8 x 128 per layer
 cat > "$tmp/dense.json" <<'JSON'
-{"model_type": "llama", "vocab_size": 256, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
- "num_key_value_heads": 2, "intermediate_size": 128, "max_position_embeddings": 64, "rope_theta": 10000.0,
+{"model_type": "llama", "vocab_size": 256, "hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "intermediate_size": 256, "max_position_embeddings": 64, "rope_theta": 10000.0,
  "rms_norm_eps": 1e-5, "tie_word_embeddings": true}
 JSON
-echo "chapter 08: mixture of experts, tiny-moe (8 experts x 64, top 2) vs a dense model of equal active parameters,"
+echo "chapter 08: mixture of experts, tiny-moe (8 experts x 128, top 2) vs a dense model of equal active parameters,"
 echo "32 sequences x 64 tokens per step, $steps steps x $repeats runs per row; this machine has $cores CPU core(s): rows"
 echo "with more ranks than cores share them (--oversubscribe) and measure the cost of splitting, not a speed-up;"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"

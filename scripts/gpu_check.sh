@@ -6,6 +6,7 @@
 #   2. the op micro-benchmark on the GPU (GEMM via cuBLAS, naive vs tiled attention),
 #   3. chapter 01 on the GPU for a few steps, when it is built,
 #   4. the NCCL backend's one-GPU test and chapter 02 with --comm nccl beside --comm mpi,
+#   5. chapter 08's MoE model on the GPU beside the CPU (the MoE kernels in training), when it is built,
 # and writes OUTDIR/summary.txt plus one log per step. It brings its own OpenBLAS, doctest and nlohmann-json
 # in .deps/ (made by scripts/fetch_runtime.sh); without mpicxx it builds MPI=0 (single rank).
 set -uo pipefail
@@ -57,5 +58,10 @@ if [ -x build-gpu/bin/02_data_parallel ]; then
     # the same 20 steps through NCCL and through MPI staging: the losses must match
     step ch02_nccl build-gpu/bin/02_data_parallel --dp 1 --micro-batch 16 --device cuda --comm nccl --steps 20 --log-every 5 --eval-every 0
     step ch02_mpi build-gpu/bin/02_data_parallel --dp 1 --micro-batch 16 --device cuda --comm mpi --steps 20 --log-every 5 --eval-every 0
+fi
+if [ -x build-gpu/bin/08_expert_parallel ]; then
+    # the MoE layer's kernels in training (router, dispatch, combine; the all-to-all on one rank), beside the CPU
+    step ch08_gpu build-gpu/bin/08_expert_parallel --dp 1 --ep 1 --device cuda --steps 20 --log-every 5 --eval-every 0
+    step ch08_cpu build-gpu/bin/08_expert_parallel --dp 1 --ep 1 --device cpu --steps 20 --log-every 5 --eval-every 0
 fi
 echo "summary in $summary"
