@@ -120,6 +120,7 @@ std::unique_ptr<MlpActs> MoeLayer::forward(const LlamaConfig& c, const LayerPara
     const Device dev = x.device();
     // 1. route, and plan the copies: capacity, drops, each kept copy's row in the send buffer (by expert)
     a->router = router_.forward(w, x, mb, global_tokens, bias_[layer], saved);
+    if (routing_log_) routing_log_->push_back(a->router.experts_host);
     a->aux_loss = router_.aux_coef() * a->router.balance;
     a->plan = plan_dispatch(a->router.experts_host, mb.B, N / mb.B, k, E, opt_.capacity_factor);
     a->pos = Tensor::from_host_i32(a->plan.pos, {N, k}, dev, saved);  // (N, k)

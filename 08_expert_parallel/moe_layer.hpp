@@ -77,6 +77,9 @@ class MoeLayer : public MlpCore {
     Tensor& bias(int64_t layer) { return bias_.at(layer); }
     const std::vector<MoeLayerStats>& stats() const { return stats_; }  // per layer (dense layers: empty)
     void reset_stats();
+    // every forward of a MoE layer appends its choices (N k experts, this rank's tokens) to *log while it is set
+    // (the PyTorch check compares its own routing with ours; nullptr: off)
+    void log_routing(std::vector<std::vector<int32_t>>* log) { routing_log_ = log; }
 
    private:
     struct Acts;
@@ -94,6 +97,7 @@ class MoeLayer : public MlpCore {
     mutable std::vector<DenseSwiGLU> experts_;  // every expert j (this rank uses its own)
     std::vector<Tensor> bias_;
     std::vector<MoeLayerStats> stats_;
+    std::vector<std::vector<int32_t>>* routing_log_ = nullptr;
 };
 
 }  // namespace penta
