@@ -28,7 +28,8 @@ void write_bin(const std::string& path, const std::vector<T>& v) {
 
 }  // namespace
 
-void dump_reference(Model& model, const Dataset& data, const TrainConfig& cfg, const std::string& dir) {
+void dump_reference(Model& model, const Dataset& data, const TrainConfig& cfg, const std::string& dir,
+                    const char* checker) {
     if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
         FAIL("--dump-reference %s: cannot create the directory: %s", dir.c_str(), std::strerror(errno));
     const LlamaConfig& c = model.config();
@@ -71,8 +72,8 @@ void dump_reference(Model& model, const Dataset& data, const TrainConfig& cfg, c
         {"tensors", tensors}};
     std::ofstream(dir + "/meta.json") << meta.dump(1) << "\n";
     std::printf("wrote the reference dump to %s (%zu tensors, batch %ld x %ld, loss %.6f); check it with\n"
-                "  /usr/bin/python3 tools/torch_reference.py %s\n",
-                dir.c_str(), model.tensors().size(), (long)B, (long)T, loss, dir.c_str());
+                "  /usr/bin/python3 %s %s\n",
+                dir.c_str(), model.tensors().size(), (long)B, (long)T, loss, checker, dir.c_str());
 }
 
 }  // namespace penta

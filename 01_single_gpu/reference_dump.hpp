@@ -12,6 +12,8 @@
 
 namespace penta {
 
-void dump_reference(Model& model, const Dataset& data, const TrainConfig& cfg, const std::string& dir);
+// checker: the script the closing message tells the reader to run on the dump
+void dump_reference(Model& model, const Dataset& data, const TrainConfig& cfg, const std::string& dir,
+                    const char* checker = "tools/torch_reference.py");
 
 }  // namespace penta

@@ -42,7 +42,8 @@ BatchPlan data_parallel_plan(const TrainConfig& cfg, Comm& dp) {
 
 double dp_bytes_per_step_formula(int K, double gradient_bytes) { return 2.0 * (K - 1) / K * gradient_bytes; }
 
-std::vector<GradBucket> plan_buckets(const ParamLayout& layout, double bucket_mb, int64_t bytes_per_element) {
+std::vector<GradBucket> plan_buckets(const ParamLayout& layout, double bucket_mb, int64_t bytes_per_element,
+                                     const ReduceGroups* groups) {
     const double cap = bucket_mb * 1024 * 1024;
     std::vector<GradBucket> buckets;
     bool open = false;
@@ -50,7 +51,9 @@ std::vector<GradBucket> plan_buckets(const ParamLayout& layout, double bucket_mb
     for (int u = layout.head_unit(); u >= 0; u--) {
         const ParamUnit& unit = layout.units[u];
         if (!unit.present() || unit.numel == 0) continue;
-        if (!open) buckets.push_back({u, u, 0, unit.offset + unit.numel, 0});  // empty, ending where u ends
+        Comm* group = groups ? &groups->of(unit) : nullptr;
+        if (open && buckets.back().group != group) open = false;  // one all-reduce sums over one group
+        if (!open) buckets.push_back({u, u, 0, unit.offset + unit.numel, 0, group});  // empty, ending where u ends
         GradBucket& b = buckets.back();
         // walking downwards, a bucket grows towards lower offsets: units are layer-major and contiguous
         CHECK(unit.offset + unit.numel == b.offset,
@@ -65,18 +68,15 @@ std::vector<GradBucket> plan_buckets(const ParamLayout& layout, double bucket_mb
     return buckets;
 }
 
-DataParallelHooks::DataParallelHooks(Model& model, Comm& dp, DataParallelOptions opt)
-    : model_(model), dp_(dp), opt_(opt) {
+DataParallelHooks::DataParallelHooks(Model& model, ReduceGroups groups, DataParallelOptions opt)
+    : model_(model), groups_(groups), opt_(opt) {
     CHECK(model.grads().defined(), "data parallelism all-reduces the model's whole flat gradient buffer, and this "
                                    "model has none (ModelOptions::resident_grads is off: use ZeRO's hooks)");
     const ParamLayout& layout = model.layout();
-    for (const ParamUnit& u : layout.units)  // one group for every unit: the dense model's
-        CHECK(!(u.sharded_on & kAxisEP) || u.numel == 0,
-              "unit %s is expert-parallel (sharded over ep): its gradients are summed over edp, not over the %s "
-              "group these hooks reduce every unit over", u.name.c_str(), dp.name().c_str());
-    // naive: one "bucket" of everything, sent after backward by finish_gradients
+    // naive: one "bucket" of everything (one per group when units are summed over different groups), sent
+    // after backward by finish_gradients
     buckets_ = plan_buckets(layout, opt.mode == DpMode::naive ? std::numeric_limits<double>::infinity() : opt.bucket_mb,
-                            dtype_size(model.grads().dtype));
+                            dtype_size(model.grads().dtype), &groups_);
     bucket_of_unit_.assign(layout.units.size(), -1);
     for (size_t b = 0; b < buckets_.size(); b++)
         for (int u = buckets_[b].first_unit; u <= buckets_[b].last_unit; u++)
@@ -98,7 +98,7 @@ Tensor DataParallelHooks::grads(int unit) {
 
 void DataParallelHooks::begin_step() {
     stats_ = DpStepStats{};
-    counters_at_begin_ = dp_.counters();
+    counters_at_begin_ = groups_.counters();
 }
 
 // Under accumulation with no_sync, micro-batches before the last add into the flat buffer without a
@@ -135,14 +135,14 @@ void DataParallelHooks::layer_grads_ready(int unit) {
 
 void DataParallelHooks::finish_gradients() {
     end_micro_batch();
-    stats_.bytes = (dp_.counters() - counters_at_begin_).total_bytes();
+    stats_.bytes = (groups_.counters() - counters_at_begin_).total_bytes();
 }
 
 void DataParallelHooks::start(int b) {
     Timer timer;
     started_[b] = true;
     Tensor x = target_.flat(buckets_[b].offset, buckets_[b].numel);
-    pending_.push_back({dp_.all_reduce_async(x), (double)x.nbytes()});  // SUM: the loss is already / global tokens
+    pending_.push_back({buckets_[b].group->all_reduce_async(x), (double)x.nbytes()});  // SUM: the loss is already / global tokens
     stats_.comm_s += timer.seconds();
     stats_.all_reduces += 1;
     stats_.started_in_backward += in_backward_ ? 1 : 0;
@@ -163,7 +163,7 @@ void DataParallelHooks::observe_completions() {
 void DataParallelHooks::end_micro_batch() {
     in_backward_ = false;
     if (communicate_) {
-        // naive: its one bucket, the whole buffer, now; bucketed: what backward did not start — nothing, unless
+        // naive: its buckets (the whole buffer, a range per group) now; bucketed: what backward did not start — nothing, unless
         // the micro-batch wrote only some of a bucket's units (a pipeline stage holding several model chunks
         // writes one chunk's per pass; the others' last contributions came in earlier, silent passes)
         for (size_t b = 0; b < buckets_.size(); b++)
@@ -172,7 +172,7 @@ void DataParallelHooks::end_micro_batch() {
         // compute stream after the all-reduce and returns at once, so the host timer would read ~0: sync
         // the device first (backward's kernels done) and after the waits (communication done), and the
         // difference is the communication backward did not hide.
-        const bool on_stream = dp_.backend() == CommBackend::nccl;
+        const bool on_stream = groups_.data().backend() == CommBackend::nccl;
         if (on_stream) device_synchronize(model_.device());
         Timer timer;
         for (InFlight& p : pending_) p.handle.wait();

@@ -11,7 +11,8 @@
 // The loss of every rank is already divided by the GLOBAL batch's token count (ARCHITECTURE.md §6), so the
 // all-reduce is a SUM, not an average: after it every rank holds exactly the single-device gradient.
 // Bytes per step (ring all-reduce of M gradient bytes over K ranks): 2(K-1)/K · M, checked against
-// Comm's counters. The ring itself, built from send/recv, is ring_all_reduce.hpp.
+// Comm's counters. The ring itself, built from send/recv, is ring_all_reduce.hpp. Each unit is reduced over
+// its own group (reduce_groups.hpp): the whole dense model over dp; a MoE's experts over edp (chapter 08).
 //
 //   mpirun -np 2 build/bin/02_data_parallel --dp 2 --dp-mode bucketed --bucket-mb 1
 //   mpirun -np 4 build/bin/tests_02 -ts='ch02 np4'       (tests/02_data_parallel/test_dp.cpp: same losses and weights as one rank)
@@ -22,6 +23,7 @@
 #include "../common/comm.hpp"
 #include "../common/config.hpp"
 #include "../common/training_step.hpp"
+#include "reduce_groups.hpp"
 
 namespace penta {
 
@@ -43,23 +45,27 @@ void check_data_parallel_only(const TrainConfig& cfg, int world_size, const char
 // count and the loss are summed over the dp group (its batch_group).
 BatchPlan data_parallel_plan(const TrainConfig& cfg, Comm& dp);
 
-// A run of whole units (layer-major, so one contiguous range of the flat buffer) all-reduced together.
+// A run of whole units (layer-major, so one contiguous range of the flat buffer) all-reduced together, over
+// one group.
 struct GradBucket {
     int first_unit = 0, last_unit = 0;  // units [first_unit, last_unit]
     int units = 0;                      // of which present (non-empty): the bucket is sent when all are final
     int64_t offset = 0, numel = 0;      // elements [offset, offset + numel) of the flat gradient buffer
+    Comm* group = nullptr;              // the ranks its units are summed over (ReduceGroups::of)
 };
 // Buckets in the order backward completes them (head first, embedding last). Units are walked in that
-// order and a bucket is closed once it holds >= bucket_mb MiB, so a unit is never split (a unit bigger
-// than the cap is a bucket of its own) and the last bucket may be smaller. Empty units (a pipeline stage's
-// absent layers) are skipped. bucket_mb <= 0: one bucket per unit.
-std::vector<GradBucket> plan_buckets(const ParamLayout& layout, double bucket_mb, int64_t bytes_per_element = 4);
+// order and a bucket is closed once it holds >= bucket_mb MiB, or when the next unit is reduced over another
+// group (a MoE layer's experts), so a unit is never split (a unit bigger than the cap is a bucket of its own)
+// and the last bucket may be smaller. Empty units (a pipeline stage's absent layers) are skipped.
+// bucket_mb <= 0: one bucket per unit. groups: each unit's group (nullptr: one group, left unset).
+std::vector<GradBucket> plan_buckets(const ParamLayout& layout, double bucket_mb, int64_t bytes_per_element = 4,
+                                     const ReduceGroups* groups = nullptr);
 
 // What one step's gradient communication cost on this rank.
 struct DpStepStats {
     double comm_s = 0;     // wall time inside Comm calls made by the hooks: starting, testing, waiting
     double exposed_s = 0;  // of which: blocked in wait() with no backward left to overlap
-    double bytes = 0;      // bytes counted by the dp Comm during the step (ring accounting)
+    double bytes = 0;      // bytes counted by the reduce groups' Comms during the step (ring accounting)
     int64_t all_reduces = 0;          // all-reduce calls this step
     int64_t started_in_backward = 0;  // of which: started while backward was still running
     double reduced_bytes = 0;  // gradient bytes all-reduced (the buffers, not the ring's traffic)
@@ -77,10 +83,10 @@ double dp_bytes_per_step_formula(int K, double gradient_bytes);
 // gradients land in the flat buffer as before; the sink hears when each unit is final) and removes
 // itself in the destructor. The optimizer is plain AdamW over the whole buffer (make_adamw): after the
 // all-reduce every rank holds the same gradients, so every rank takes the same step and the replicas
-// stay equal.
+// stay equal. groups: each unit's group — one Comm (dp) for a dense model.
 class DataParallelHooks : public StepHooks, public GradientSink {
    public:
-    DataParallelHooks(Model& model, Comm& dp, DataParallelOptions opt = {});
+    DataParallelHooks(Model& model, ReduceGroups groups, DataParallelOptions opt = {});
     ~DataParallelHooks() override;
     DataParallelHooks(const DataParallelHooks&) = delete;
     DataParallelHooks& operator=(const DataParallelHooks&) = delete;
@@ -98,12 +104,12 @@ class DataParallelHooks : public StepHooks, public GradientSink {
     const DataParallelOptions& options() const { return opt_; }
 
    private:
-    void start(int bucket);           // all_reduce_async of one bucket of target_, timed
+    void start(int bucket);           // all_reduce_async of one bucket of target_ over the bucket's group, timed
     void end_micro_batch();           // the naive all-reduce, or wait for the buckets; then accumulate
     void observe_completions();       // test() every pending handle: lets MPI progress, counts what finished
 
     Model& model_;
-    Comm& dp_;
+    ReduceGroups groups_;
     DataParallelOptions opt_;
     std::vector<GradBucket> buckets_;
     std::vector<int> bucket_of_unit_;      // unit -> bucket index (-1: absent unit)

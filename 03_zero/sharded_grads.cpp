@@ -6,8 +6,8 @@
 
 namespace penta {
 
-ShardedGradients::ShardedGradients(const UnitShards& shards, Comm& dp, Tensor shard)
-    : shards_(shards), dp_(dp), shard_(std::move(shard)) {
+ShardedGradients::ShardedGradients(const UnitShards& shards, ReduceGroups groups, Tensor shard)
+    : shards_(shards), groups_(groups), shard_(std::move(shard)) {
     CHECK(shard_.numel() == shards.numel(), "gradient shard has %lld elements, the shard layout %lld",
           (long long)shard_.numel(), (long long)shards.numel());
 }
@@ -24,7 +24,7 @@ void ShardedGradients::layer_grads_ready(int unit) {
     InFlight f{unit, it->second, Tensor(), CommHandle()};
     open_.erase(it);
     f.part = Tensor::empty({shards_.piece(unit).count}, shard_.dtype, shard_.device(), Tag::comm);
-    f.handle = dp_.reduce_scatter_async(f.whole, f.part);  // (unit) summed over ranks -> my part
+    f.handle = shards_.group(groups_, unit).reduce_scatter_async(f.whole, f.part);  // (unit) summed over ranks -> my part
     in_flight_.push_back(std::move(f));
     // let MPI progress the earlier ones while backward goes on; fold in those that are done, in order.
     // Each one in flight holds a whole unit of gradients, so beyond kMaxInFlight wait for the oldest:

@@ -25,8 +25,9 @@ namespace penta {
 
 class ShardedGradients : public GradientSink {
    public:
-    // shard: this rank's gradient shard (shards.numel() elements), zeroed by the owner before a step
-    ShardedGradients(const UnitShards& shards, Comm& dp, Tensor shard);
+    // shard: this rank's gradient shard (shards.numel() elements), zeroed by the owner before a step; each
+    // unit is reduce-scattered over its group (one dp group for a dense model)
+    ShardedGradients(const UnitShards& shards, ReduceGroups groups, Tensor shard);
     Tensor grads(int unit) override;
     void layer_grads_ready(int unit) override;
     // finishes every reduce-scatter still in flight and adds it into the shard
@@ -43,7 +44,7 @@ class ShardedGradients : public GradientSink {
     void finish(InFlight& f);  // shard piece += part
 
     const UnitShards& shards_;
-    Comm& dp_;
+    ReduceGroups groups_;
     Tensor shard_;
     std::map<int, Tensor> open_;       // units whose gradients backward is still writing
     std::deque<InFlight> in_flight_;   // started reduce-scatters, oldest first

@@ -19,12 +19,10 @@ ModelOptions zero_model_options(ZeroStage stage, ModelOptions base) {
     return base;
 }
 
-ZeroHooks::ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg, ParallelGrid* grid, Axes dp_axes)
-    : model_(model), dp_(dp), stage_(stage), shards_(model.layout(), dp.size(), dp.rank()) {
-    for (const ParamUnit& u : model.layout().units)  // every unit is cut over the one dp group
-        CHECK(!(u.sharded_on & kAxisEP) || u.numel == 0,
-              "unit %s is expert-parallel (sharded over ep): ZeRO would have to shard it over edp, not over the %s "
-              "group", u.name.c_str(), dp.name().c_str());
+ZeroHooks::ZeroHooks(Model& model, ReduceGroups groups, ZeroStage stage, AdamWConfig cfg, ParallelGrid* grid,
+                     Axes dp_axes)
+    : model_(model), groups_(groups), stage_(stage), shards_(model.layout(), groups_) {  // each unit over its group
+    Comm& dp = groups_.data();
     const ModelOptions want = zero_model_options(stage, model.options());
     CHECK(model.options().resident_params == want.resident_params &&
               model.options().resident_grads == want.resident_grads,
@@ -37,7 +35,7 @@ ZeroHooks::ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg, P
     if (stage_ == ZeroStage::zero3) {
         param_shard_ = Tensor::empty({S}, pr.param, dev, Tag::params);  // (S) the only copy of my weights
         shards_.init([&model](const ParamLayout& l, Tensor& t) { model.initial_weights(l, t); }, param_shard_);
-        gathered_ = std::make_unique<GatheredParams>(shards_, dp, param_shard_);
+        gathered_ = std::make_unique<GatheredParams>(shards_, groups_, param_shard_);
         model.set_param_provider(gathered_.get());
         p = param_shard_;
     } else {
@@ -46,7 +44,7 @@ ZeroHooks::ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg, P
     }
     if (stage_ != ZeroStage::zero1) {
         grad_shard_ = Tensor::zeros({S}, pr.grad, dev, Tag::grads);  // (S)
-        sink_ = std::make_unique<ShardedGradients>(shards_, dp, grad_shard_);
+        sink_ = std::make_unique<ShardedGradients>(shards_, groups_, grad_shard_);
         model.set_gradient_sink(sink_.get());
     }
     // AdamW over the shard: its moments are 2 × S elements (Tag::optim). ZeRO-1 hands it the reduced
@@ -66,7 +64,7 @@ ZeroHooks::~ZeroHooks() {
 }
 
 void ZeroHooks::begin_step() {
-    at_begin_ = dp_.counters();
+    at_begin_ = groups_.counters();
     if (stage_ == ZeroStage::zero1) optim_->grad = Tensor();  // a reduced buffer left by a pass outside a step
     if (grad_shard_.defined()) fill(grad_shard_, 0.0f);  // ZeRO-2/3 accumulate here; ZeRO-1's model zeroed its own
 }
@@ -78,7 +76,7 @@ void ZeroHooks::finish_gradients() {
     }
     // ZeRO-1: the full gradients are summed over ranks only where this rank needs them: its shard
     Tensor reduced = Tensor::empty({shards_.numel()}, model_.grads().dtype, model_.device(), Tag::comm);  // (S)
-    shards_.reduce_scatter(dp_, model_.grads(), reduced);
+    shards_.reduce_scatter(groups_, model_.grads(), reduced);
     optim_->grad = reduced;
 }
 
@@ -96,17 +94,17 @@ void ZeroHooks::before_update() {
 
 void ZeroHooks::after_update() {
     if (stage_ != ZeroStage::zero3) {  // give every rank everyone's updated pieces
-        shards_.all_gather(dp_, optim_->param, model_.params());
+        shards_.all_gather(groups_, optim_->param, model_.params());
         optim_->param = Tensor();
         if (stage_ == ZeroStage::zero1) optim_->grad = Tensor();
     }
-    last_step_ = dp_.counters() - at_begin_;
+    last_step_ = groups_.counters() - at_begin_;
 }
 
 Tensor ZeroHooks::gather_params() {
     if (stage_ != ZeroStage::zero3) return model_.params().clone(model_.device(), Tag::workspace);
     Tensor full = Tensor::empty({model_.n_params()}, param_shard_.dtype, model_.device(), Tag::workspace);
-    shards_.all_gather(dp_, param_shard_, full);
+    shards_.all_gather(groups_, param_shard_, full);
     return full;
 }
 

@@ -24,7 +24,8 @@
 // gradient buffers, the staged shard ZeRO-1/2 update — is tagged Tag::comm, so the model-state tags hold
 // exactly the formula and the comm tag's peak shows the working buffers.
 // ZeRO composes with tensor parallelism unchanged: a tp rank's flat buffer is just a smaller model, cut
-// the same way over its dp group (chapter 04's --zero).
+// the same way over its dp group (chapter 04's --zero). Each unit is cut over the group that sums its
+// gradients (reduce_groups.hpp): a MoE's experts over edp (chapter 08), the rest over dp.
 //   mpirun -np 4 build/bin/03_zero --dp 4 --zero 3
 //   mpirun -np 4 build/bin/tests_03 -ts='ch03 np4'      (tests/03_zero/test_zero.cpp)
 // Playbook: "Zero Redundancy Optimizer (ZeRO)": ZeRO-1, ZeRO-2, ZeRO-3 (FSDP).
@@ -51,11 +52,12 @@ class ZeroHooks : public StepHooks {
    public:
     // Installs the stage's parameter provider / gradient sink on the model (removed in the destructor) and
     // builds AdamW over this rank's shard. The model must have been built with zero_model_options(stage).
-    // grid: the layout the model is part of, for the global gradient norm (every rank counts its own
-    // shard's elements, once per tensor-parallel group; one all-reduce over the world); nullptr: dp is the
-    // whole job. dp_axes: the grid axes the dp group spans (dp; dp | cp once context parallelism shards
-    // over dp × cp): the axes the optimizer's buffer is sharded over.
-    ZeroHooks(Model& model, Comm& dp, ZeroStage stage, AdamWConfig cfg, ParallelGrid* grid = nullptr,
+    // groups: each unit's group (one dp group for a dense model). grid: the layout the model is part of, for
+    // the global gradient norm (every rank counts its own shard's elements, once per tensor-parallel group;
+    // one all-reduce over the world); nullptr: dp is the whole job. dp_axes: the grid axes the dp group spans
+    // (dp; dp | cp once context parallelism shards over dp × cp): the axes the optimizer's buffer is sharded
+    // over.
+    ZeroHooks(Model& model, ReduceGroups groups, ZeroStage stage, AdamWConfig cfg, ParallelGrid* grid = nullptr,
               Axes dp_axes = kAxisDP);
     ~ZeroHooks() override;
     ZeroHooks(const ZeroHooks&) = delete;
@@ -74,12 +76,12 @@ class ZeroHooks : public StepHooks {
     const UnitShards& shards() const { return shards_; }
     // the shard's optimizer: the trainer steps it; moments and step count (checkpoints)
     AdamW& optimizer() { return *optim_; }
-    // what the dp Comm counted from begin_step to the end of after_update of the last step
+    // what the groups' Comms counted from begin_step to the end of after_update of the last step
     const CommCounters& last_step_traffic() const { return last_step_; }
 
    private:
     Model& model_;
-    Comm& dp_;
+    ReduceGroups groups_;
     ZeroStage stage_;
     UnitShards shards_;
     Tensor param_shard_;  // ZeRO-3: this rank's weights (Tag::params); ZeRO-1/2: staged per step (Tag::comm)

@@ -4,13 +4,13 @@
 
 namespace penta {
 
-GatheredParams::GatheredParams(const UnitShards& shards, Comm& dp, Tensor shard)
-    : shards_(shards), dp_(dp), shard_(std::move(shard)), units_(shards.units()) {}
+GatheredParams::GatheredParams(const UnitShards& shards, ReduceGroups groups, Tensor shard)
+    : shards_(shards), groups_(groups), shard_(std::move(shard)), units_(shards.units()) {}
 
 void GatheredParams::start_gather(int unit) {
     Unit& x = units_[unit];
     x.whole = Tensor::empty({shards_.unit(unit).numel}, shard_.dtype, shard_.device(), Tag::comm);  // (unit)
-    x.gather = dp_.all_gather_async(shards_.piece_of(shard_, unit), x.whole);
+    x.gather = shards_.group(groups_, unit).all_gather_async(shards_.piece_of(shard_, unit), x.whole);
     gathers_++;
 }
 

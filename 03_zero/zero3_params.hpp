@@ -28,8 +28,9 @@ namespace penta {
 
 class GatheredParams : public ParamProvider {
    public:
-    // shard: this rank's weight shard (shares the buffer the optimizer updates), in the parameter dtype
-    GatheredParams(const UnitShards& shards, Comm& dp, Tensor shard);
+    // shard: this rank's weight shard (shares the buffer the optimizer updates), in the parameter dtype; each
+    // unit is all-gathered over its group (one dp group for a dense model)
+    GatheredParams(const UnitShards& shards, ReduceGroups groups, Tensor shard);
     Tensor acquire(int unit, int next) override;
     void release(int unit, bool again) override;
     bool idle() const;  // nothing gathered or in flight (true between passes)
@@ -44,7 +45,7 @@ class GatheredParams : public ParamProvider {
     void start_gather(int unit);
 
     const UnitShards& shards_;
-    Comm& dp_;
+    ReduceGroups groups_;
     Tensor shard_;
     std::vector<Unit> units_;
     int64_t gathers_ = 0;

@@ -7,16 +7,37 @@
 namespace penta {
 
 UnitShards::UnitShards(const ParamLayout& layout, int ranks, int rank) : layout_(layout) {
+    for (int u = 0; u < (int)layout.units.size(); u++) add_piece(u, ranks, rank);
+}
+
+UnitShards::UnitShards(const ParamLayout& layout, const ReduceGroups& groups) : layout_(layout) {
     for (int u = 0; u < (int)layout.units.size(); u++) {
-        const ParamUnit& unit = layout.units[u];
-        ShardPiece p;
-        p.unit = u;
-        p.full_offset = unit.offset + part_start(unit.numel, ranks, rank);
-        p.shard_offset = numel_;
-        p.count = part_count(unit.numel, ranks, rank);  // 0 for an empty unit (a pipeline stage's absent one)
-        numel_ += p.count;
-        pieces_.push_back(p);
+        if (layout.units[u].numel == 0) {  // a pipeline stage's absent unit: nothing to cut
+            add_piece(u, 1, 0);
+            continue;
+        }
+        Comm& g = groups.of(layout.units[u]);
+        add_piece(u, g.size(), g.rank());
     }
+}
+
+void UnitShards::add_piece(int u, int ranks, int rank) {
+    const ParamUnit& unit = layout_.units[u];
+    ShardPiece p;
+    p.unit = u;
+    p.full_offset = unit.offset + part_start(unit.numel, ranks, rank);
+    p.shard_offset = numel_;
+    p.count = part_count(unit.numel, ranks, rank);  // 0 for an empty unit (a pipeline stage's absent one)
+    numel_ += p.count;
+    pieces_.push_back(p);
+    ranks_.push_back(ranks);
+}
+
+Comm& UnitShards::group(const ReduceGroups& groups, int u) const {
+    Comm& g = groups.of(layout_.units.at(u));
+    CHECK(g.size() == ranks_[u], "unit %s was cut over %d ranks, but its group %s has %d",
+          layout_.units[u].name.c_str(), ranks_[u], g.name().c_str(), g.size());
+    return g;
 }
 
 std::vector<ParamRange> UnitShards::shard_ranges(const std::vector<ParamRange>& full) const {
@@ -44,22 +65,22 @@ void UnitShards::copy_from_full(const Tensor& full, Tensor& shard) const {
     }
 }
 
-void UnitShards::all_gather(Comm& dp, const Tensor& shard, Tensor& full) const {
+void UnitShards::all_gather(const ReduceGroups& groups, const Tensor& shard, Tensor& full) const {
     std::vector<CommHandle> inflight;
     for (const ShardPiece& p : pieces_) {
         if (layout_.units[p.unit].numel == 0) continue;
         Tensor out = unit_of(full, p.unit);  // (unit numel)
-        inflight.push_back(dp.all_gather_async(piece_of(shard, p.unit), out));
+        inflight.push_back(group(groups, p.unit).all_gather_async(piece_of(shard, p.unit), out));
     }
     for (CommHandle& h : inflight) h.wait();
 }
 
-void UnitShards::reduce_scatter(Comm& dp, const Tensor& full, Tensor& shard) const {
+void UnitShards::reduce_scatter(const ReduceGroups& groups, const Tensor& full, Tensor& shard) const {
     std::vector<CommHandle> inflight;
     for (const ShardPiece& p : pieces_) {
         if (layout_.units[p.unit].numel == 0) continue;
         Tensor out = piece_of(shard, p.unit);  // (this rank's part of the unit)
-        inflight.push_back(dp.reduce_scatter_async(unit_of(full, p.unit), out));
+        inflight.push_back(group(groups, p.unit).reduce_scatter_async(unit_of(full, p.unit), out));
     }
     for (CommHandle& h : inflight) h.wait();
 }

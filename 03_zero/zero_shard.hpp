@@ -15,6 +15,8 @@
 // the same shards, so the three stages differ only in what else they shard, and their optimizer states
 // are identical. Shard sizes: formulas.hpp's zero_shard_numel.
 //
+// Each unit is cut over the ranks that sum its gradients (reduce_groups.hpp): for a dense model the one dp
+// group; a MoE's expert units over their edp group (chapter 08), whose size N_u may differ from dp's.
 // Playbook: "ZeRO (Zero Redundancy Optimizer)" — partitioning the optimizer states, gradients and
 // parameters over the N data-parallel ranks. Test: `mpirun -np 4 build/bin/tests_03 -ts='ch03 np4'`.
 #pragma once
@@ -24,6 +26,7 @@
 #include "../common/comm.hpp"
 #include "../common/model_layout.hpp"
 #include "../common/optim.hpp"
+#include "../02_data_parallel/reduce_groups.hpp"
 
 namespace penta {
 
@@ -36,7 +39,10 @@ struct ShardPiece {
 
 class UnitShards {
    public:
+    // every unit cut over one group of `ranks`, this rank being `rank`
     UnitShards(const ParamLayout& layout, int ranks, int rank);
+    // each unit cut over its own group, groups.of(unit)
+    UnitShards(const ParamLayout& layout, const ReduceGroups& groups);
 
     int64_t numel() const { return numel_; }  // elements of this rank's shard
     const ShardPiece& piece(int unit) const { return pieces_.at(unit); }
@@ -50,10 +56,12 @@ class UnitShards {
     Tensor piece_of(const Tensor& shard, int u) const;
     // shard <- this rank's pieces of the whole buffer (a local copy, no communication)
     void copy_from_full(const Tensor& full, Tensor& shard) const;
-    // full <- every rank's pieces, one all-gather per unit (started together, then waited on)
-    void all_gather(Comm& dp, const Tensor& shard, Tensor& full) const;
-    // shard <- this rank's pieces of `full` summed over dp: each unit reduce-scattered at once (ZeRO-1)
-    void reduce_scatter(Comm& dp, const Tensor& full, Tensor& shard) const;
+    // full <- every rank's pieces, one all-gather per unit over its group (started together, then waited on)
+    void all_gather(const ReduceGroups& groups, const Tensor& shard, Tensor& full) const;
+    // shard <- this rank's pieces of `full` summed over each unit's group: each unit reduce-scattered at once (ZeRO-1)
+    void reduce_scatter(const ReduceGroups& groups, const Tensor& full, Tensor& shard) const;
+    // the unit's group from groups, checked against the cut this shard was made with
+    Comm& group(const ReduceGroups& groups, int unit) const;
     // shard <- the initial weights of this rank's pieces, exactly the slices `fill` (init_params keyed by a
     // seed, or Model::initial_weights: a checkpoint's) writes into the whole buffer; one unit at a time, so
     // no rank ever holds every weight
@@ -61,8 +69,12 @@ class UnitShards {
     void init(const FillWeights& fill, Tensor& shard) const;
 
    private:
+    // appends unit u's piece, cut over `ranks` with this rank `rank`
+    void add_piece(int u, int ranks, int rank);
+
     const ParamLayout& layout_;
     std::vector<ShardPiece> pieces_;  // one per unit, indexed by unit id
+    std::vector<int> ranks_;          // per unit: the ranks it is cut over
     int64_t numel_ = 0;
 };
 

@@ -34,7 +34,8 @@ bool parse_tensor_parallel_flags(int argc, char** argv, const char* program, con
 // rank); with ZeRO (the model built with zero_model_options(stage)), chapter 03's hooks and their AdamW
 // over this rank's shard. Movable; the pointers stay valid. data: the group the gradients are reduced (and
 // ZeRO sharded) over, spanning the grid axes data_axes — dp by default; chapter 06 passes dp × cp, whose ranks
-// also hold different tokens of the same weights.
+// also hold different tokens of the same weights. Units sharded over ep (a MoE's experts, chapter 08) are
+// reduced over the grid's edp instead (reduce_groups.hpp).
 struct TensorParallelOptimizer {
     std::unique_ptr<AdamW> own_optim;           // without ZeRO
     std::unique_ptr<DataParallelHooks> dp_hooks;  // without ZeRO, dp > 1

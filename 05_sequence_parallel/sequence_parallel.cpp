@@ -19,6 +19,16 @@ int64_t local_rows(const Comm& tp, int64_t N) {
 
 }  // namespace
 
+TensorParallelSeams install_tensor_parallel(Model& model, Comm& tp, bool sp) {
+    TensorParallelSeams s;
+    if (tp.size() == 1) return s;
+    s.loss = std::make_unique<VocabParallelCrossEntropy>(tp, model.layout(), model.config().vocab);
+    model.set_loss(s.loss.get());
+    s.boundary = sp ? std::make_unique<SequenceParallel>(tp) : std::make_unique<TensorParallel>(tp);
+    model.set_boundary(s.boundary.get());
+    return s;
+}
+
 // Outputs inherit the input's allocation tag: the gathered input of q/k/v is what the layer saves for
 // backward (Tag::activations in training), the scattered embedding output is the first layer's input.
 

@@ -20,7 +20,10 @@
 //   mpirun -np 2 build/bin/05_sequence_parallel --tp 2 --sp
 // Test: `make test CH=05`.
 #pragma once
+#include <memory>
+
 #include "../04_tensor_parallel/tensor_parallel.hpp"
+#include "../04_tensor_parallel/vocab_parallel.hpp"
 
 namespace penta {
 
@@ -41,6 +44,15 @@ class SequenceParallel : public TensorParallel {
    private:
     double norm_grad_bytes_ = 0;
 };
+
+// The tensor-parallel seams of a model on the tp group, installed on it: f/g (TensorParallel) or, with sp,
+// SP's pair, and the vocab-parallel loss; nothing when the group has one rank. The model holds pointers to
+// them: keep this alive as long as the model runs (chapters 06 and 08 and their tests install them so).
+struct TensorParallelSeams {
+    std::unique_ptr<TensorParallel> boundary;
+    std::unique_ptr<VocabParallelCrossEntropy> loss;
+};
+TensorParallelSeams install_tensor_parallel(Model& model, Comm& tp, bool sp);
 
 // Bytes the norm / residual regions of every layer keep for backward (LayerActs x_in, attn_rstd, x_mid,
 // mlp_rstd), as the allocator holds them: with SP exactly 1/t of the same without.

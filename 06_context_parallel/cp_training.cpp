@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "../05_sequence_parallel/sequence_parallel.hpp"
 #include "../common/formulas.hpp"
 #include "../common/runtime.hpp"
 
@@ -74,12 +73,7 @@ ContextParallelTraining::ContextParallelTraining(const TrainConfig& c, const Con
     mo.attention_core = attention;  // the one piece of the model CP replaces
     if (cpf.zero > 0) mo = zero_model_options(parse_zero_stage(cpf.zero), mo);
     model = std::make_unique<Model>(mc, device, (uint64_t)cfg.seed, mo);
-    if (cfg.tp > 1) {
-        loss_ = std::make_unique<VocabParallelCrossEntropy>(grid->tp(), model->layout(), mc.vocab);
-        model->set_loss(loss_.get());
-        boundary_ = cfg.sp ? std::make_unique<SequenceParallel>(grid->tp()) : std::make_unique<TensorParallel>(grid->tp());
-        model->set_boundary(boundary_.get());
-    }
+    seams_ = install_tensor_parallel(*model, grid->tp(), cfg.sp);
     opt_ = make_cp_optimizer(*model, *grid, cpf.zero, adamw_config(cfg));
 }
 

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "../04_tensor_parallel/tp_training.hpp"
+#include "../05_sequence_parallel/sequence_parallel.hpp"
 #include "ring_attention.hpp"
 
 namespace penta {
@@ -72,8 +73,7 @@ class ContextParallelTraining {
     std::unique_ptr<Model> model;
 
    private:
-    std::unique_ptr<VocabParallelCrossEntropy> loss_;
-    std::unique_ptr<TensorParallel> boundary_;
+    TensorParallelSeams seams_;    // f/g (or SP) and the vocab-parallel loss when --tp > 1
     TensorParallelOptimizer opt_;  // last: its hooks refer to the model and the groups
 };
 

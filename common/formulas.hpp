@@ -224,4 +224,41 @@ inline bool formula_matches(double measured, double formula) {
     return diff <= 1e-9 * (scale > 1 ? scale : 1);
 }
 
+// ---- mixture of experts and expert parallelism (chapter 08) ---------------------------------------------
+
+// A MoE model's parameters (moe_config.hpp). Per MoE layer: the norms and attention of our Llama block, the
+// router (E, h), E experts of 3 h f_e each and the shared experts' 3 h (n_s f_e); the first_dense layers keep
+// the dense 3 h f MLP. total counts every expert; active what one token computes with: its k experts instead
+// of E, and everything else — embedding and head included, as Mixtral's "46.7B total, 12.9B active" counts.
+struct MoeParamCount {
+    int64_t total = 0, active = 0;
+};
+inline MoeParamCount moe_param_count(const LlamaConfig& c) {
+    const MoeConfig& m = c.moe;
+    const int64_t h = c.hidden, dense = m.first_dense < c.n_layers ? m.first_dense : c.n_layers;
+    const int64_t block = llama_layer_param_count(h, c.n_heads, c.n_kv_heads, 0, c.head_dim());  // norms + attention
+    const int64_t expert = 3 * h * m.expert_ffn, always = m.experts * h + 3 * h * m.shared_experts * m.expert_ffn;
+    const int64_t ends = c.vocab * h + h + (c.tied_embeddings ? 0 : c.vocab * h);  // embedding, final norm, lm_head
+    const int64_t dense_layers = dense * (block + 3 * h * c.ffn), moe_layers = c.n_layers - dense;
+    return {ends + dense_layers + moe_layers * (block + always + m.experts * expert),
+            ends + dense_layers + moe_layers * (block + always + m.top_k * expert)};
+}
+
+// Bytes rank r sends on its expert-parallel group for one MoE layer of one micro-batch, counted as comm.hpp
+// counts an all-to-all (what leaves the rank). S[p][q]: the token copies rank p routes to experts held by rank
+// q (its kept choices, after the capacity), P = S.size() ranks of El experts each, h the hidden size, elem the
+// bytes of an activation. Tokens for the rank's own experts never leave it.
+//   forward:  the counts, El int32 to each other rank; the dispatch, S[r][q] rows of h to each q != r; the
+//             combine, the S[q][r] rows it computed back to each q != r
+//   backward: the two row exchanges again (d expert outputs out, d expert inputs back); the counts are known
+inline double ep_layer_all_to_all_bytes(const std::vector<std::vector<int64_t>>& S, int r, int64_t h, int64_t El,
+                                        bool backward, int64_t elem = 4) {
+    const int P = (int)S.size();
+    double rows = 0;
+    for (int q = 0; q < P; q++)
+        if (q != r) rows += (double)(S[r][q] + S[q][r]);
+    const double exchange = rows * (double)h * (double)elem;
+    return (double)(P - 1) * (double)El * 4 + exchange * (backward ? 2 : 1);
+}
+
 }  // namespace penta

@@ -215,6 +215,7 @@ std::string StepLog::json_line(const StepRecord& r) const {
     j["mfu"] = x.mfu >= 0 ? nlohmann::json(x.mfu) : nlohmann::json(nullptr);
     if (r.task_accuracy >= 0) j["task_accuracy"] = r.task_accuracy;
     for (const auto& kv : r.extra) j[kv.first] = kv.second;
+    for (const auto& kv : r.arrays) j[kv.first] = kv.second;
     const MemStats& m = mem_stats(cfg_.device);
     nlohmann::json mem;
     for (int t = 0; t < kNumTags; t++) mem[tag_name((Tag)t)] = {{"current", m.current[t]}, {"peak", m.peak[t]}};
@@ -225,6 +226,7 @@ std::string StepLog::json_line(const StepRecord& r) const {
 void StepLog::log(const StepRecord& r, bool print_line) {
     if (cfg_.print && print_line) {
         std::printf("%s\n", line(r).c_str());
+        if (!r.detail.empty()) std::printf("%s\n", r.detail.c_str());
         std::fflush(stdout);
     }
     if (jsonl_) {

@@ -72,6 +72,8 @@ struct StepRecord {
     double seconds = 0;         // wall time of the step
     double task_accuracy = -1;  // the built-in task's exact-match accuracy in [0, 1]; < 0: not measured
     std::vector<std::pair<std::string, double>> extra;  // more "name value" fields a chapter wants shown
+    std::vector<std::pair<std::string, std::vector<double>>> arrays;  // lists for the JSON line only (per expert, ...)
+    std::string detail;  // printed under the step line when it is printed (a chapter's histogram); not in JSON
 };
 
 struct StepLogConfig {

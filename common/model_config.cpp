@@ -21,8 +21,11 @@
 namespace penta {
 
 int64_t LlamaConfig::n_params() const {
+    if (moe.enabled()) return moe_param_count(*this).total;
     return llama_param_count(vocab, hidden, n_layers, n_heads, n_kv_heads, ffn, tied_embeddings, head_dim());
 }
+
+int64_t LlamaConfig::n_active_params() const { return moe.enabled() ? moe_param_count(*this).active : n_params(); }
 
 void LlamaConfig::validate() const {
     const char* n = name.c_str();
@@ -62,6 +65,7 @@ void LlamaConfig::validate() const {
     const double params = (double)vocab * hidden * 2 + (double)n_layers * (4.0 * hidden * hidden + 3.0 * hidden * ffn);
     CHECK(params < 1e17, "model %s: about %.3g parameters is beyond any machine (and their bytes beyond int64)", n,
           params);
+    moe.validate(*this);
 }
 
 namespace {
@@ -99,15 +103,22 @@ const std::vector<LlamaConfig>& presets() {
 
 }  // namespace
 
+// the dense presets, then the MoE ones (moe_config.cpp)
+static std::vector<LlamaConfig> all_presets() {
+    std::vector<LlamaConfig> all = presets();
+    all.insert(all.end(), moe_presets().begin(), moe_presets().end());
+    return all;
+}
+
 std::vector<std::string> preset_names() {
     std::vector<std::string> names;
-    for (const auto& c : presets()) names.push_back(c.name);
+    for (const auto& c : all_presets()) names.push_back(c.name);
     return names;
 }
 
 LlamaConfig preset(const std::string& name) {
     std::string valid;
-    for (const auto& c : presets()) {
+    for (const auto& c : all_presets()) {
         if (c.name == name) return c;
         valid += (valid.empty() ? "" : ", ") + c.name;
     }
@@ -190,8 +201,9 @@ LlamaConfig load_hf_config(const std::string& path) {
             FAIL("%s: key \"%s\" must be a number, got %s", path.c_str(), key, j[key].dump().c_str());
         return j[key].get<double>();
     };
-    if (has("model_type") && j["model_type"] != "llama")
-        FAIL("%s: model_type %s is not \"llama\"", path.c_str(), j["model_type"].dump().c_str());
+    const std::string type = !has("model_type") ? "llama"
+                             : j["model_type"].is_string() ? j["model_type"].get<std::string>() : j["model_type"].dump();
+    check_hf_model_type(path, type);  // "llama", or a mixture of experts (moe_config.hpp)
 
     LlamaConfig c;
     c.name = path;
@@ -212,6 +224,7 @@ LlamaConfig load_hf_config(const std::string& path) {
         c.tied_embeddings = j["tie_word_embeddings"].get<bool>();
     }
     if (has("head_dim")) c.head_size = integer("head_dim");  // equal to hidden / heads in most Llamas
+    if (type != "llama") read_hf_moe_config(j, path, type, c);
     read_rope_scaling(j, path, c);
     refuse_unimplemented(j, path);
     try {

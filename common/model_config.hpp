@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "moe_config.hpp"
+
 namespace penta {
 
 // rope_scaling of a Hugging Face config: "llama3" (Llama 3.1 / 3.2) divides the low frequencies by
@@ -34,18 +36,22 @@ struct LlamaConfig {
     double norm_eps = 1e-5;
     bool tied_embeddings = false;  // lm_head reuses the embedding table
     int64_t head_size = 0;         // HF's head_dim where it differs from hidden / n_heads; 0: hidden / n_heads
+    MoeConfig moe;                 // a mixture of experts in place of the dense MLP (moe_config.hpp); dense by default
 
     int64_t head_dim() const { return head_size > 0 ? head_size : hidden / n_heads; }
-    int64_t n_params() const;  // exact count of OUR Llama (formulas.hpp: llama_param_count)
+    int64_t n_params() const;  // exact count of OUR Llama (formulas.hpp: llama_param_count; MoE: moe_param_count)
+    int64_t n_active_params() const;  // what one token computes with: n_params() unless MoE (its k experts only)
     // Throws naming the field, the value and the rule that fails (e.g. "n_heads 6 % n_kv_heads 4 != 0").
     void validate() const;
 };
 
-// "tiny", "small", "smollm-135m", "smollm-360m", "llama3.2-1b", "llama3-8b", "llama3-70b".
+// "tiny", "small", "smollm-135m", "smollm-360m", "llama3.2-1b", "llama3-8b", "llama3-70b", and the MoE
+// presets of moe_config.hpp ("tiny-moe", "mixtral-8x7b", "deepseek-moe-16b").
 // An unknown name throws, listing the valid ones.
 LlamaConfig preset(const std::string& name);
 std::vector<std::string> preset_names();
 
+// A Mixtral config.json (model_type "mixtral") also gives its MoE keys (moe_config.hpp: read_hf_moe_config).
 // Reads a Hugging Face Llama config.json (hidden_size, num_hidden_layers, ...). Errors name the file and
 // the key. Keys that would make the model differ from ours are refused naming the key and the value:
 // attention_bias / mlp_bias true, hidden_act other than silu, attention_dropout > 0, a rope_scaling type

@@ -15,6 +15,10 @@ namespace penta {
 Model::Model(const LlamaConfig& cfg, Device device, uint64_t seed, const ModelOptions& opt)
     : cfg_(cfg), opt_(opt), device_(device), seed_(seed) {
     opt_.precision.validate();
+    CHECK(!cfg.moe.enabled() || opt.mlp_core,
+          "model %s is a mixture of experts (%lld experts, %lld per token): it trains with chapter 08's MoE layer "
+          "(08_expert_parallel), not the dense MLP of this program", cfg.name.c_str(), (long long)cfg.moe.experts,
+          (long long)cfg.moe.top_k);
     attn_ = opt.attention_core ? opt.attention_core : std::make_shared<LocalAttention>(opt.attention);
     mlp_ = opt.mlp_core ? opt.mlp_core : std::make_shared<DenseSwiGLU>();
     attn_->set_rope(rope_inv_freq_tensor(cfg, device));  // made once, on the model's device

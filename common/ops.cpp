@@ -227,6 +227,104 @@ void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, T
     DISPATCH(gate.device(), swiglu_backward, dout, gate, up, dgate, dup);
 }
 
+namespace {
+// the routing of N rows to k experts: experts or pos (N, k) i32, weights (N, k) f32
+void need_choices(const char* op, const char* name, const Tensor& t, DType dtype, int64_t N, int64_t k = -1) {
+    CHECK(t.defined() && t.dtype == dtype && t.dim() == 2 && t.size(0) == N && (k < 0 || t.size(1) == k),
+          "%s: %s must be (%lld, %s) %s, got %s %s", op, name, (long long)N, k < 0 ? "k" : std::to_string(k).c_str(),
+          dtype_name(dtype), t.defined() ? dtype_name(t.dtype) : "undefined", t.defined() ? shape_str(t.shape).c_str() : "");
+}
+}  // namespace
+
+void moe_router_forward(const Tensor& logits, const Tensor& bias, bool sigmoid, bool normalize, Tensor& scores,
+                        Tensor& experts, Tensor& weights) {
+    need_f32("moe_router", "logits", logits, 2);
+    const int64_t N = logits.size(0), E = logits.size(1);
+    if (bias.defined()) need("moe_router", "bias", bias, DType::f32, {E});
+    need("moe_router", "scores", scores, DType::f32, logits.shape);
+    need_choices("moe_router", "experts", experts, DType::i32, N);
+    const int64_t k = experts.size(1);
+    CHECK(k >= 1 && k <= E, "moe_router: k %lld must be in [1, E %lld]", (long long)k, (long long)E);
+    need_choices("moe_router", "weights", weights, DType::f32, N, k);
+    same_device("moe_router", {&logits, &bias, &scores, &experts, &weights});
+    DISPATCH(logits.device(), moe_router_forward, logits, bias, sigmoid, normalize, scores, experts, weights);
+}
+
+void moe_router_backward(const Tensor& dweights, const Tensor& scores, const Tensor& experts,
+                         const Tensor& aux_dscores, bool sigmoid, bool normalize, Tensor& dlogits) {
+    need_f32("moe_router_backward", "scores", scores, 2);
+    const int64_t N = scores.size(0), E = scores.size(1);
+    need_choices("moe_router_backward", "experts", experts, DType::i32, N);
+    need_choices("moe_router_backward", "dweights", dweights, DType::f32, N, experts.size(1));
+    if (aux_dscores.defined()) {
+        need_f32("moe_router_backward", "aux_dscores", aux_dscores, 2);
+        CHECK(aux_dscores.size(1) == E && aux_dscores.size(0) > 0 && N % aux_dscores.size(0) == 0,
+              "moe_router_backward: aux_dscores %s must be (B, %lld) with B dividing the %lld rows",
+              shape_str(aux_dscores.shape).c_str(), (long long)E, (long long)N);
+    }
+    need("moe_router_backward", "dlogits", dlogits, DType::f32, scores.shape);
+    same_device("moe_router_backward", {&dweights, &scores, &experts, &aux_dscores, &dlogits});
+    DISPATCH(scores.device(), moe_router_backward, dweights, scores, experts, aux_dscores, sigmoid, normalize, dlogits);
+}
+
+void moe_sequence_stats(const Tensor& scores, const Tensor& experts, Tensor& counts, Tensor& score_sums) {
+    need_f32("moe_sequence_stats", "scores", scores, 2);
+    const int64_t N = scores.size(0), E = scores.size(1);
+    need_choices("moe_sequence_stats", "experts", experts, DType::i32, N);
+    need_f32("moe_sequence_stats", "counts", counts, 2);
+    const int64_t B = counts.size(0);
+    CHECK(B > 0 && N % B == 0 && counts.size(1) == E, "moe_sequence_stats: counts %s must be (B, %lld) with B dividing "
+          "the %lld rows", shape_str(counts.shape).c_str(), (long long)E, (long long)N);
+    need("moe_sequence_stats", "score_sums", score_sums, DType::f32, counts.shape);
+    same_device("moe_sequence_stats", {&scores, &experts, &counts, &score_sums});
+    DISPATCH(scores.device(), moe_sequence_stats, scores, experts, counts, score_sums);
+}
+
+void moe_dispatch(const Tensor& x, const Tensor& pos, Tensor& out) {
+    need_f32("moe_dispatch", "x", x, 2);
+    need_choices("moe_dispatch", "pos", pos, DType::i32, x.size(0));
+    need_f32("moe_dispatch", "out", out, 2);
+    CHECK(out.size(1) == x.size(1), "moe_dispatch: out %s and x %s differ in width", shape_str(out.shape).c_str(),
+          shape_str(x.shape).c_str());
+    same_device("moe_dispatch", {&x, &pos, &out});
+    DISPATCH(x.device(), moe_dispatch, x, pos, out);
+}
+
+void moe_dispatch_backward(const Tensor& dout, const Tensor& pos, Tensor& dx) {
+    need_f32("moe_dispatch_backward", "dout", dout, 2);
+    need_f32("moe_dispatch_backward", "dx", dx, 2);
+    need_choices("moe_dispatch_backward", "pos", pos, DType::i32, dx.size(0));
+    CHECK(dout.size(1) == dx.size(1), "moe_dispatch_backward: dout %s and dx %s differ in width",
+          shape_str(dout.shape).c_str(), shape_str(dx.shape).c_str());
+    same_device("moe_dispatch_backward", {&dout, &pos, &dx});
+    DISPATCH(dx.device(), moe_dispatch_backward, dout, pos, dx);
+}
+
+void moe_combine(const Tensor& expert_out, const Tensor& pos, const Tensor& weights, Tensor& y) {
+    need_f32("moe_combine", "expert_out", expert_out, 2);
+    need_f32("moe_combine", "y", y, 2);
+    need_choices("moe_combine", "pos", pos, DType::i32, y.size(0));
+    need("moe_combine", "weights", weights, DType::f32, pos.shape);
+    CHECK(expert_out.size(1) == y.size(1), "moe_combine: expert_out %s and y %s differ in width",
+          shape_str(expert_out.shape).c_str(), shape_str(y.shape).c_str());
+    same_device("moe_combine", {&expert_out, &pos, &weights, &y});
+    DISPATCH(y.device(), moe_combine, expert_out, pos, weights, y);
+}
+
+void moe_combine_backward(const Tensor& dy, const Tensor& expert_out, const Tensor& pos, const Tensor& weights,
+                          Tensor& d_expert_out, Tensor& dweights) {
+    need_f32("moe_combine_backward", "dy", dy, 2);
+    need_f32("moe_combine_backward", "expert_out", expert_out, 2);
+    need_choices("moe_combine_backward", "pos", pos, DType::i32, dy.size(0));
+    need("moe_combine_backward", "weights", weights, DType::f32, pos.shape);
+    need("moe_combine_backward", "d_expert_out", d_expert_out, DType::f32, expert_out.shape);
+    need("moe_combine_backward", "dweights", dweights, DType::f32, pos.shape);
+    CHECK(expert_out.size(1) == dy.size(1), "moe_combine_backward: expert_out %s and dy %s differ in width",
+          shape_str(expert_out.shape).c_str(), shape_str(dy.shape).c_str());
+    same_device("moe_combine_backward", {&dy, &expert_out, &pos, &weights, &d_expert_out, &dweights});
+    DISPATCH(dy.device(), moe_combine_backward, dy, expert_out, pos, weights, d_expert_out, dweights);
+}
+
 double cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, Tensor& dlogits,
                                       float grad_scale, int32_t ignore_index, Tensor& losses) {
     need_f32("cross_entropy", "logits", logits, 2);

@@ -111,6 +111,38 @@ void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_part, const Ten
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out);
 void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup);
 
+// ---- mixture of experts (chapter 08) ---------------------------------------------------------------------
+// A token row n goes to k of E experts. Its choice j sits at pos[n, j], its row in the expert-sorted buffer
+// of copies (-1: dropped by the capacity); every row of that buffer is the copy of exactly one (n, j), so
+// the kernels below write disjoint rows and sum in a fixed order: deterministic on every device.
+//
+// The router: scores (N, E) = the softmax of each row of logits (N, E) over the experts (Mixtral), or the
+// sigmoid of each logit (sigmoid: DeepSeek-V3); experts (N, k) i32 = the k highest scores + bias, highest
+// first, ties to the lower expert (bias (E) or undefined: the aux-loss-free balancing's offsets, which move
+// the choice and never the weights); weights (N, k) = the chosen scores, divided by their sum when
+// normalize (Mixtral's renormalisation over the chosen k).
+void moe_router_forward(const Tensor& logits, const Tensor& bias, bool sigmoid, bool normalize, Tensor& scores,
+                        Tensor& experts, Tensor& weights);
+// dlogits (N, E) (overwritten) = d loss / d logits from dweights (N, k) = d loss / d weights, plus, when
+// aux_dscores (B, E) is defined, d loss / d scores of a per-sequence term: the N rows are B sequences of
+// N / B rows, and every row of sequence b adds aux_dscores[b] to its d scores (the balance loss)
+void moe_router_backward(const Tensor& dweights, const Tensor& scores, const Tensor& experts,
+                         const Tensor& aux_dscores, bool sigmoid, bool normalize, Tensor& dlogits);
+// Per sequence of the B = counts.size(0) sequences of N / B rows: counts (B, E) f32 = how many of its
+// (N / B)·k choices picked expert e (before any capacity); score_sums (B, E) = the sum of its rows' scores
+void moe_sequence_stats(const Tensor& scores, const Tensor& experts, Tensor& counts, Tensor& score_sums);
+// out (M, h): out[pos[n, j]] = x[n] for every kept choice (x (N, h), pos (N, k) i32); rows no choice maps
+// to are left as they are. With k = 1 and pos a permutation it permutes rows.
+void moe_dispatch(const Tensor& x, const Tensor& pos, Tensor& out);
+// dx (N, h) (overwritten) = sum over the kept choices j of dout[pos[n, j]]: the dispatch's backward
+void moe_dispatch_backward(const Tensor& dout, const Tensor& pos, Tensor& dx);
+// y (N, h) (overwritten) = sum over the kept choices j of weights[n, j] · expert_out[pos[n, j]]
+void moe_combine(const Tensor& expert_out, const Tensor& pos, const Tensor& weights, Tensor& y);
+// d_expert_out (M, h) (overwritten; rows no choice maps to are 0): row pos[n, j] = weights[n, j] · dy[n];
+// dweights (N, k) (overwritten) = dy[n] · expert_out[pos[n, j]], 0 for a dropped choice
+void moe_combine_backward(const Tensor& dy, const Tensor& expert_out, const Tensor& pos, const Tensor& weights,
+                          Tensor& d_expert_out, Tensor& dweights);
+
 // ---- fused softmax + cross-entropy ------------------------------------------------------------------
 // logits (N, V); targets (N) i32. Rows whose target == ignore_index count nothing and get zero grads.
 // Returns the SUM of the per-row losses (the caller divides by the global token count).

@@ -174,15 +174,16 @@ void LocalAttention::attend_backward(const Tensor& dout, const Tensor& q, const 
 void DenseSwiGLU::declare(LayoutBuilder& b) const {
     const LlamaConfig& c = b.config();
     const float std = 0.02f, std_out = 0.02f / std::sqrt(2.0f * (float)c.n_layers);  // down_proj writes the residual
-    b.add(prefix_ + "gate_proj.weight", {c.ffn, c.hidden}, Split::rows, std);
-    b.add(prefix_ + "up_proj.weight", {c.ffn, c.hidden}, Split::rows, std);
-    b.add(prefix_ + "down_proj.weight", {c.hidden, c.ffn}, Split::cols, std_out);
+    const int64_t f = width_ > 0 ? width_ : c.ffn;
+    b.add(prefix_ + names_.gate, {f, c.hidden}, Split::rows, std);
+    b.add(prefix_ + names_.up, {f, c.hidden}, Split::rows, std);
+    b.add(prefix_ + names_.down, {c.hidden, f}, Split::cols, std_out);
 }
 
 std::unique_ptr<MlpActs> DenseSwiGLU::forward(const LlamaConfig&, const LayerParams& w, const MicroBatch&, double,
                                               const Tensor& x, Tensor& y, Tag saved) {
-    const Tensor w_gate = w[prefix_ + "gate_proj.weight"], w_up = w[prefix_ + "up_proj.weight"];
-    const Tensor w_down = w[prefix_ + "down_proj.weight"];
+    const Tensor w_gate = w[prefix_ + names_.gate], w_up = w[prefix_ + names_.up];
+    const Tensor w_down = w[prefix_ + names_.down];
     const int64_t N = x.size(0), f = w_gate.size(0);
     auto a = std::make_unique<Acts>();
     a->gate = like(x, {N, f}, saved);  // (N, f)
@@ -198,8 +199,8 @@ std::unique_ptr<MlpActs> DenseSwiGLU::forward(const LlamaConfig&, const LayerPar
 
 Tensor DenseSwiGLU::backward_input(const LayerParams& w, MlpActs& acts, const Tensor& dy, Tag keep) {
     Acts& a = static_cast<Acts&>(acts);
-    const Tensor w_gate = w[prefix_ + "gate_proj.weight"], w_up = w[prefix_ + "up_proj.weight"];
-    const Tensor w_down = w[prefix_ + "down_proj.weight"];
+    const Tensor w_gate = w[prefix_ + names_.gate], w_up = w[prefix_ + names_.up];
+    const Tensor w_down = w[prefix_ + names_.down];
     Tensor none;
     a.d_y = dy;
     Tensor dact = like(a.act, a.act.shape, Tag::workspace);  // (N, f)
@@ -216,8 +217,8 @@ Tensor DenseSwiGLU::backward_input(const LayerParams& w, MlpActs& acts, const Te
 
 void DenseSwiGLU::backward_weight(LayerParams& g, const Tensor& x, MlpActs& acts) {
     Acts& a = static_cast<Acts&>(acts);
-    Tensor no_dx, gg = g[prefix_ + "gate_proj.weight"], gu = g[prefix_ + "up_proj.weight"];
-    Tensor gd = g[prefix_ + "down_proj.weight"];
+    Tensor no_dx, gg = g[prefix_ + names_.gate], gu = g[prefix_ + names_.up];
+    Tensor gd = g[prefix_ + names_.down];
     linear_backward(a.d_y, a.act, Tensor(), no_dx, gd);
     linear_backward(a.d_gate, x, Tensor(), no_dx, gg);
     linear_backward(a.d_up, x, Tensor(), no_dx, gu);

@@ -49,6 +49,7 @@ class LayerParams {
     void add_unit(int unit, const Tensor& flat) { units_.push_back({unit, flat}); }
     Tensor operator[](const std::string& role) const;  // throws naming the role and the layer when absent
     Tensor find(const std::string& role) const;        // undefined when absent
+    int64_t layer() const { return layer_; }           // the decoder layer (a core shared by every layer reads it)
 
    private:
     const ParamLayout* layout_;
@@ -231,11 +232,19 @@ class LocalAttention : public AttentionCore {
     AttentionKernel kernel_;
 };
 
+// The names of a SwiGLU's three matrices after its prefix: Llama's, or Mixtral's experts' w1 (gate), w3 (up),
+// w2 (down).
+struct SwiGLUNames {
+    std::string gate = "gate_proj.weight", up = "up_proj.weight", down = "down_proj.weight";
+};
+
 // act = silu(x W_gate^T) * (x W_up^T); y = act W_down^T. Its tensors are prefix + "gate_proj.weight", ...
-// ("mlp." in a Llama layer; a MoE core builds its experts from DenseSwiGLUs with prefixes of their own).
+// ("mlp." in a Llama layer; a MoE core builds its experts from DenseSwiGLUs with prefixes, names and widths
+// of their own). width: the intermediate size f (-1: the model's ffn).
 class DenseSwiGLU : public MlpCore {
    public:
-    explicit DenseSwiGLU(std::string prefix = "mlp.") : prefix_(std::move(prefix)) {}
+    explicit DenseSwiGLU(std::string prefix = "mlp.", SwiGLUNames names = {}, int64_t width = -1)
+        : prefix_(std::move(prefix)), names_(std::move(names)), width_(width) {}
     struct Acts : MlpActs {
         Tensor gate, up, act;   // (Ng, f) each
         Tensor d_y;             // B -> W: d loss / d down_proj output (Ng, h)
@@ -249,6 +258,8 @@ class DenseSwiGLU : public MlpCore {
 
    private:
     std::string prefix_;
+    SwiGLUNames names_;
+    int64_t width_;
 };
 
 // Parameters resident in the flat buffer: acquire is a view, release nothing. Holds a reference to the

@@ -141,8 +141,9 @@ BatchPlan batch_plan(const TrainConfig& cfg) {
 }
 
 void configure_log(TrainLoop& loop, const LlamaConfig& mc, Device device, int num_devices) {
-    // lm_head's FLOPs count even when tied; the embedding lookup is not a matmul
-    const int64_t matmul_params = mc.n_params() - (mc.tied_embeddings ? 0 : mc.vocab * mc.hidden);
+    // lm_head's FLOPs count even when tied; the embedding lookup is not a matmul; a MoE token computes with
+    // its k experts only (the active parameters)
+    const int64_t matmul_params = mc.n_active_params() - (mc.tied_embeddings ? 0 : mc.vocab * mc.hidden);
     loop.log.flops_per_token = model_flops_per_token(matmul_params, mc.n_layers, mc.n_heads * mc.head_dim(), loop.cfg.seq);
     loop.log.peak_flops = device_peak_flops(device, loop.trainer.model.precision().act,
                                              loop.trainer.model.precision().tf32).flops;

@@ -15,7 +15,7 @@
 #   4. compute-sanitizer: memcheck over the CUDA tests of tests_00, tests_01 and the one-rank NCCL test,
 #      racecheck and synccheck over tests_00's kernels (in the background, beside steps 3 and 5: they are
 #      slow and share the GPU without changing what the others check; the bench waits for them);
-#   5. chapters 01-06 on the GPU, each beside the same command on the CPU (losses and grad norms per step
+#   5. chapters 01-08 on the GPU, each beside the same command on the CPU (losses and grad norms per step
 #      within a tolerance): one rank through NCCL, and two ranks through NCCL when there are two GPUs, else
 #      through MPI on the shared GPU;
 #   6. scripts/gpu_bench.sh (pentatron vs PyTorch on one GPU; figures only, it fails only if it cannot run).
@@ -322,6 +322,9 @@ chapter ch04_tp2_$comm2 2 1e-3 04_tensor_parallel --tp 2 --comm "$comm2"
 chapter ch05_tp2_sp_$comm2 2 1e-3 05_sequence_parallel --tp 2 --sp --comm "$comm2"
 chapter ch06_cp1_nccl 1 1e-3 06_context_parallel --cp 1 --comm nccl
 chapter ch06_cp2_$comm2 2 1e-3 06_context_parallel --cp 2 --comm "$comm2"
+chapter ch07_pp2_1f1b_$comm2 2 1e-3 07_pipeline_parallel --pp 2 --pp-schedule 1f1b --comm "$comm2"
+chapter ch08_moe_nccl_1rank 1 1e-3 08_expert_parallel --ep 1 --comm nccl
+chapter ch08_ep2_$comm2 2 1e-3 08_expert_parallel --ep 2 --comm "$comm2"
 
 # the sanitizers' verdicts (the bench runs alone)
 if [ -n "$san_pid" ]; then

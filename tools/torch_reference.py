@@ -91,12 +91,15 @@ class Llama(torch.nn.Module):
             o = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v).reshape(B, T, nh * hd)
             x = x + o @ self.w(L + "self_attn.o_proj.weight").T
             xn = rms_norm(x, self.w(L + "post_attention_layernorm.weight"), c["norm_eps"])
-            g = xn @ self.w(L + "mlp.gate_proj.weight").T
-            u = xn @ self.w(L + "mlp.up_proj.weight").T
-            x = x + (torch.nn.functional.silu(g) * u) @ self.w(L + "mlp.down_proj.weight").T
+            x = x + self.mlp(L, xn)
         x = rms_norm(x, self.w("model.norm.weight"), c["norm_eps"])
         head = self.w("model.embed_tokens.weight") if c["tied_embeddings"] else self.w("lm_head.weight")
         return (x @ head.T).reshape(B * T, -1)
+
+    def mlp(self, L, xn):  # the SwiGLU MLP of the layer whose names start with L; tools/torch_moe.py overrides it
+        g = xn @ self.w(L + "mlp.gate_proj.weight").T
+        u = xn @ self.w(L + "mlp.up_proj.weight").T
+        return (torch.nn.functional.silu(g) * u) @ self.w(L + "mlp.down_proj.weight").T
 
 
 def make_adamw(model, tensors, a):

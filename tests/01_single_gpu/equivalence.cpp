@@ -52,9 +52,14 @@ Trained train_reference(Model& model, const AdamWConfig& adamw, const Dataset& d
 
 double check_close_per_tensor(const LlamaConfig& cfg, const std::vector<float>& got, const std::vector<float>& ref,
                               double rtol, double atol, const std::string& what) {
+    return check_close_per_tensor(ParamLayout::build(cfg), got, ref, rtol, atol, what);
+}
+
+double check_close_per_tensor(const ParamLayout& layout, const std::vector<float>& got, const std::vector<float>& ref,
+                              double rtol, double atol, const std::string& what) {
     REQUIRE_MESSAGE(got.size() == ref.size(), what << ": " << got.size() << " vs " << ref.size() << " weights");
     double smallest = INFINITY;
-    for (const ParamTensor& t : ParamLayout::build(cfg).tensors) {
+    for (const ParamTensor& t : layout.tensors) {
         std::vector<float> a(got.begin() + t.offset, got.begin() + t.offset + t.numel());
         std::vector<float> b(ref.begin() + t.offset, ref.begin() + t.offset + t.numel());
         double scale = 0;
@@ -66,6 +71,11 @@ double check_close_per_tensor(const LlamaConfig& cfg, const std::vector<float>& 
 }
 
 void check_same_training(const Trained& got, const Trained& ref, const LlamaConfig& cfg, double rtol,
+                         const std::string& what) {
+    check_same_training(got, ref, ParamLayout::build(cfg), rtol, what);
+}
+
+void check_same_training(const Trained& got, const Trained& ref, const ParamLayout& layout, double rtol,
                          const std::string& what) {
     INFO(what);
     REQUIRE(got.losses.size() == ref.losses.size());
@@ -86,7 +96,7 @@ void check_same_training(const Trained& got, const Trained& ref, const LlamaConf
     // the weights, per tensor, against the spread reordering alone produces there
     double worst = 0;  // largest |got - ref| / allowed
     std::string worst_at;
-    for (const ParamTensor& t : ParamLayout::build(cfg).tensors) {
+    for (const ParamTensor& t : layout.tensors) {
         double scale = 0, spread = 0, dev = 0;
         int64_t at = 0;
         for (int64_t i = t.offset; i < t.offset + t.numel(); i++) {

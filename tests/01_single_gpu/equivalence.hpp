@@ -45,6 +45,9 @@ Trained train_reference(Model& model, const AdamWConfig& adamw, const Dataset& d
 // is all zeros, so comparing it proves nothing).
 double check_close_per_tensor(const LlamaConfig& cfg, const std::vector<float>& got, const std::vector<float>& ref,
                               double rtol, double atol, const std::string& what);
+// the same over the tensors of `layout` (a model whose cores declare other tensors: a MoE's experts)
+double check_close_per_tensor(const ParamLayout& layout, const std::vector<float>& got, const std::vector<float>& ref,
+                              double rtol, double atol, const std::string& what);
 
 // The whole comparison of a parallel run with the reference (ref from train_reference), each with its reason:
 //   losses and grad norms per step within rtol·|reference|: sums of thousands of terms, which reordering
@@ -60,6 +63,8 @@ double check_close_per_tensor(const LlamaConfig& cfg, const std::vector<float>& 
 //     Prints the largest |diff| / tolerance seen, the margin left.
 constexpr double kWeightSpread = 20;
 void check_same_training(const Trained& got, const Trained& ref, const LlamaConfig& cfg, double rtol,
+                         const std::string& what);
+void check_same_training(const Trained& got, const Trained& ref, const ParamLayout& layout, double rtol,
                          const std::string& what);
 
 }  // namespace penta::testing

@@ -12,6 +12,7 @@
 #include "../../01_single_gpu/reference_dump.hpp"
 #include "../../common/ops.hpp"
 #include "../testing.hpp"
+#include "torch_testing.hpp"  // python_with_torch
 
 namespace penta::testing {
 
@@ -48,19 +49,6 @@ inline void write_reference_dump(const ReferenceCase& rc, const std::string& dir
                 p[t.offset + i] = (t.init_std == 0 ? 1.0f : 0.0f) + 0.3f * rng_normal(99, name_stream(t.name), (uint64_t)i);
     }
     dump_reference(model, *data, cfg, dir);
-}
-
-// The python that imports torch and numpy: /usr/bin/python3 first (Debian's python3-torch installs for
-// it), then the first python3 on PATH; "" when none does, or when PENTA_NO_TORCH=1 hides PyTorch (the
-// mutation harness sets it, so that the golden values alone must catch a wrong model).
-inline std::string python_with_torch() {
-    const char* hide = std::getenv("PENTA_NO_TORCH");
-    if (hide && std::string(hide) == "1") return "";
-    for (const char* p : {"/usr/bin/python3", "python3"}) {
-        std::string cmd = std::string(p) + " -c 'import torch, numpy' >/dev/null 2>&1";
-        if (std::system(cmd.c_str()) == 0) return p;
-    }
-    return "";
 }
 
 }  // namespace penta::testing

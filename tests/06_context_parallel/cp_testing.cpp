@@ -33,14 +33,7 @@ CpRun run_cp_layout(const CpLayout& L, int steps) {
     mo.attention_core = attention;
     if (L.zero) mo = zero_model_options(parse_zero_stage(L.zero), mo);
     Model model(cfg, Device::cpu, kModelSeed, mo);
-    std::unique_ptr<TensorParallel> boundary;
-    std::unique_ptr<VocabParallelCrossEntropy> loss;
-    if (L.tp > 1) {
-        boundary = L.sp ? std::make_unique<SequenceParallel>(grid.tp()) : std::make_unique<TensorParallel>(grid.tp());
-        loss = std::make_unique<VocabParallelCrossEntropy>(grid.tp(), model.layout(), cfg.vocab);
-        model.set_boundary(boundary.get());
-        model.set_loss(loss.get());
-    }
+    const TensorParallelSeams seams = install_tensor_parallel(model, grid.tp(), L.sp);  // when tp > 1
     TensorParallelOptimizer opt = make_cp_optimizer(model, grid, L.zero, kAdamW);
     const BatchPlan plan = context_parallel_plan(tc, grid, L.shard);
 
