@@ -92,22 +92,44 @@ EpRun run_ep_layout(const LlamaConfig& cfg, const EpLayout& L, int steps) {
     return run;
 }
 
-EpRun train_moe_one_rank(const LlamaConfig& cfg, const EpLayout& L, int steps) {
+namespace {
+
+// one rank, the global batch in micro-batches of `micro_batch` sequences, attention by `kernel`
+EpRun moe_one_rank(const LlamaConfig& cfg, const EpLayout& L, int steps, int64_t micro_batch, AttentionKernel kernel) {
     RandomTokens data((int32_t)cfg.vocab);
     auto moe = std::make_shared<MoeLayer>(cfg, L.moe, Device::cpu);
     ModelOptions mo;
     mo.recompute = L.recompute;
+    mo.attention = kernel;
     mo.mlp_core = moe;
     Model model(cfg, Device::cpu, kModelSeed, mo);
     AdamW optim(model.params(), model.grads(), optimizer_ranges(model), kAdamW);
     ExpertBalanceHooks balance(*moe, nullptr);
     BatchPlan plan;
     plan.seq = L.seq;
-    plan.micro_batch = plan.global_batch = L.dp * L.micro_batch * L.grad_accum;  // one micro-batch
+    plan.global_batch = L.dp * L.micro_batch * L.grad_accum;
+    plan.micro_batch = micro_batch;
+    plan.grad_accum = plan.global_batch / micro_batch;
     EpRun run;
     train_steps(Trainer{model, optim}, balance, data, plan, steps, run);
     run.layout = model.layout();
     run.params = model.params().to_host();
+    return run;
+}
+
+}  // namespace
+
+EpRun train_moe_one_rank(const LlamaConfig& cfg, const EpLayout& L, int steps) {
+    const int64_t rows = L.dp * L.micro_batch * L.grad_accum;
+    EpRun run = moe_one_rank(cfg, L, steps, rows, AttentionKernel::flash);  // one micro-batch
+    // the same training with only the order of the sums changed (equivalence.hpp's train_reference does the
+    // same for dense models): micro-batches of one sequence, the naive kernel. The capacity is per sequence,
+    // so the same copies are dropped.
+    const EpRun reordered = moe_one_rank(cfg, L, steps, 1, AttentionKernel::naive);
+    run.reordered_losses = reordered.losses;
+    run.reordered_norms = reordered.norms;
+    run.reordered_params = reordered.params;
+    run.reordering = strfmt("%lld micro-batches of one sequence, naive attention", (long long)rows);
     return run;
 }
 

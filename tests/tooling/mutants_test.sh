@@ -35,8 +35,8 @@ file: common/ops_cpu.cpp
 
 ## killed-full: RoPE's forward rotates by -angle (its backward unchanged)
 file: common/ops_cpu.cpp
--    rope_rotate(x, pos, theta, out, 1.0f);
-+    rope_rotate(x, pos, theta, out, -1.0f);
+-    rope_rotate(x, pos, inv_freq, out, 1.0f);
++    rope_rotate(x, pos, inv_freq, out, -1.0f);
 
 ## stale: an edit whose text is nowhere in the file
 file: common/ops_cpu.cpp
