@@ -7,6 +7,7 @@
 // Test: tests/01_single_gpu/test_model.cpp checks llama_activation_bytes byte-exactly against the allocator's count
 // (`build/bin/tests_01 -ts='ch01 np1'`).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -259,6 +260,31 @@ inline double ep_layer_all_to_all_bytes(const std::vector<std::vector<int64_t>>&
         if (q != r) rows += (double)(S[r][q] + S[q][r]);
     const double exchange = rows * (double)h * (double)elem;
     return (double)(P - 1) * (double)El * 4 + exchange * (backward ? 2 : 1);
+}
+
+// ---- recomputation's FLOPs and the checkpoint interval (the seeds' figures; tests/00_common/test_seed_numbers.cpp)
+
+// Korthikanti et al. 2022's count of a GPT layer's forward for a micro-batch of b sequences of s tokens: 24 b s h^2
+// (q, k, v, o and the 4h MLP: 2 FLOPs per multiply-add of 12 h^2 weights per token) + 4 b s^2 h (Q K^T and P V);
+// the backward is twice the forward.
+constexpr double playbook_layer_forward_flops(int64_t s, int64_t b, int64_t h) {
+    return 24.0 * (double)(b * s) * (double)h * (double)h + 4.0 * (double)b * (double)s * (double)s * (double)h;
+}
+// What one layer's recomputation adds to that: full reruns the forward; selective reruns only the attention core
+// (Q K^T, softmax, P V) whose [a, s, s] tensors it dropped, 4 b s^2 h (the softmax's O(a s^2) is not a matmul).
+constexpr double playbook_recompute_flops_per_layer(Recompute r, int64_t s, int64_t b, int64_t h) {
+    switch (r) {
+        case Recompute::none: return 0.0;
+        case Recompute::selective: return 4.0 * (double)b * (double)s * (double)s * (double)h;
+        case Recompute::full: return playbook_layer_forward_flops(s, b, h);
+    }
+    return 0.0;
+}
+
+// Young's first-order optimum for the time between checkpoints, sqrt(2 delta M): delta the stall one save costs,
+// M the mean time between failures (both in seconds). Seed 003: Llama 3's MTBF 3.09 h, 60 s -> ~19 min.
+inline double optimal_checkpoint_interval_s(double save_stall_s, double mtbf_s) {
+    return std::sqrt(2.0 * save_stall_s * mtbf_s);
 }
 
 }  // namespace penta
