@@ -192,4 +192,76 @@ std::unique_ptr<Comm> make_world_comm(CommBackend backend) {
     return make_self_comm("world");
 }
 
+// ---- rooted collectives: reduce, gather, scatter from send / recv ---------------------------------------
+// The simplest algorithm for each: the root talks to every other rank in turn (K - 1 messages, the root's
+// link carries them all). NCCL and MPI have tree and pipelined versions; nothing here is on a hot path.
+
+namespace {
+constexpr int kRootedTag = 7301;  // apart from the pipeline's and the ring's tags
+}
+
+void Comm::reduce(const Tensor& in, Tensor& out, int root) {
+    check_peer(root, "reduce: root");
+    CHECK(in.dtype == DType::f32, "reduce on %s: rank %d's input is %s; the sum is taken in f32 only", name_.c_str(),
+          rank_, dtype_name(in.dtype));
+    if (rank_ != root) {
+        send(in, root, kRootedTag);
+        return;
+    }
+    CHECK(out.dtype == in.dtype && out.numel() == in.numel(),
+          "reduce on %s: the root's output has %lld %s elements, the input %lld %s", name_.c_str(),
+          (long long)out.numel(), dtype_name(out.dtype), (long long)in.numel(), dtype_name(in.dtype));
+    // out = in_0 + in_1 + ... in rank order, whatever the root: the same bits on any root
+    Tensor incoming = Tensor::empty({in.numel()}, in.dtype, in.device(), Tag::comm);  // (M)
+    Tensor mine = in.clone(in.device(), Tag::comm);  // (M); the root's out may alias its in
+    for (int q = 0; q < size_; q++) {
+        if (q == root) {
+            copy(incoming, mine);
+        } else {
+            recv(incoming, q, kRootedTag);
+        }
+        if (q == 0) {
+            copy(out, incoming);
+        } else {
+            add_inplace(out, incoming);
+        }
+    }
+}
+
+void Comm::gather(const Tensor& in, Tensor& out, int root) {
+    check_peer(root, "gather: root");
+    if (rank_ != root) {
+        send(in, root, kRootedTag);
+        return;
+    }
+    check_part(out, in, "gather");
+    const int64_t M = out.numel();
+    for (int q = 0; q < size_; q++) {
+        Tensor part = out.flat(part_start(M, size_, q), part_count(M, size_, q));
+        if (q == root) {
+            copy(part, in);
+        } else {
+            recv(part, q, kRootedTag);
+        }
+    }
+}
+
+void Comm::scatter(const Tensor& in, Tensor& out, int root) {
+    check_peer(root, "scatter: root");
+    if (rank_ != root) {
+        recv(out, root, kRootedTag);
+        return;
+    }
+    check_part(in, out, "scatter");
+    const int64_t M = in.numel();
+    for (int q = 0; q < size_; q++) {
+        const Tensor part = in.flat(part_start(M, size_, q), part_count(M, size_, q));
+        if (q == root) {
+            copy(out, part);
+        } else {
+            send(part, q, kRootedTag);
+        }
+    }
+}
+
 }  // namespace penta

@@ -130,6 +130,17 @@ class Comm {
                       const std::vector<int64_t>& recv_counts, const std::vector<int64_t>& recv_offsets) {
         all_to_all_v_async(in, send_counts, send_offsets, out, recv_counts, recv_offsets).wait();
     }
+    // ---- rooted collectives (the appendix's reduce, gather, scatter), built from send / recv ------------
+    // No chapter's training needs them (DP and ZeRO use the all-* forms); they are here so that the seed's
+    // table of primitives is complete and each is checked against its definition (tests/00_common/
+    // test_comm_rooted.cpp). Counted as the sends they are made of: what leaves each rank.
+    // reduce: in (M elements, f32) on every rank; on root, out (M) = the element-wise sum over the ranks,
+    // added in rank order (so every run gives the same bits); out is not touched elsewhere
+    void reduce(const Tensor& in, Tensor& out, int root);
+    // gather: in = this rank's part (part_count(M, K, rank) elements); on root, out (M) = the parts in rank order
+    void gather(const Tensor& in, Tensor& out, int root);
+    // scatter: in (M) on root; out = this rank's part of it, elements [part_start(M, K, rank), ...+part_count)
+    void scatter(const Tensor& in, Tensor& out, int root);
     virtual void barrier() = 0;
     // small host-side helper: sum / max of one double over the group. Counted apart (scalar_reductions),
     // so the byte counts stay the ring formulas' (the global grad norm's one all-reduce is one of these)
