@@ -12,6 +12,7 @@
 //   mpirun -np 2 build/bin/02_data_parallel --dp 2 --dp-mode naive
 //   mpirun -np 4 build/bin/02_data_parallel --dp 4 --micro-batch 4 --bucket-mb 1
 //   mpirun -np 2 build/bin/02_data_parallel --dp 2 --micro-batch 2 --grad-accum 4 --no-sync=0
+//   mpirun -np 3 build/bin/02_data_parallel --dp 3 --sdc-check 2 --sdc-flip-bit 1:3    (sdc_check.hpp: caught, named)
 #include <cmath>
 #include <cstdio>
 
@@ -20,6 +21,7 @@
 #include "../common/runtime.hpp"
 #include "../common/train_loop.hpp"
 #include "data_parallel.hpp"
+#include "sdc_check.hpp"
 
 using namespace penta;
 
@@ -37,12 +39,17 @@ int train(int argc, char** argv) {
     flags.add("dp-mode", &mode, "naive (one all-reduce after backward) | bucketed (buckets overlap backward)");
     flags.add("bucket-mb", &bucket_mb, "MiB per gradient bucket in bucketed mode (whole layers; 0: one per layer)");
     flags.add("no-sync", &no_sync, "under --grad-accum, communicate only in the last micro-batch's backward");
+    SdcOptions sdc;
+    std::string sdc_flip;
+    flags.add("sdc-check", &sdc.every, "every N steps compare the replicas' parameter checksums (0: off)");
+    flags.add("sdc-flip-bit", &sdc_flip, "RANK:STEP: dp rank RANK flips one weight bit after step STEP (a test fault)");
     if (!flags.parse(argc, argv)) return 0;
     cfg.validate();
     DataParallelOptions dpo{parse_dp_mode(mode), bucket_mb, no_sync};
     CHECK(std::isfinite(bucket_mb) && bucket_mb >= 0, "--bucket-mb %g must be a finite number >= 0 (0: one bucket "
           "per layer)", bucket_mb);
     check_data_parallel_only(cfg, world_size(), "chapter 02");
+    if (!sdc_flip.empty()) parse_sdc_flip(sdc_flip, sdc);
 
     Device device = resolve_device(cfg.device);
     LlamaConfig mc = resolve_model(cfg);
@@ -52,7 +59,8 @@ int train(int argc, char** argv) {
     Model model(mc, device, (uint64_t)cfg.seed, model_options(cfg));  // the same seed everywhere: identical replicas
     std::unique_ptr<AdamW> optim = make_adamw(model, adamw_config(cfg), &grid);
     DataParallelHooks hooks(model, dp, dpo);
-    Trainer trainer{model, *optim, {&hooks}};
+    SdcCheck sdc_check(model, dp, sdc);
+    Trainer trainer{model, *optim, {&hooks, &sdc_check}};
 
     TrainLoop loop{trainer, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, {}, {}};
     configure_log(loop, mc, device, dp.size());
