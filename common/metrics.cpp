@@ -23,6 +23,16 @@ double model_flops_per_token(int64_t n_matmul_params, int64_t n_layers, int64_t 
     return 6.0 * (double)n_matmul_params + 12.0 * (double)n_layers * (double)attn_width * (double)seq_len;
 }
 
+double recompute_flops_per_token(Recompute r, bool kernel_keeps_probs, int64_t layer_matmul_params, int64_t n_layers,
+                                 int64_t attn_width, int64_t seq_len) {
+    const double L = (double)n_layers, hT = (double)attn_width * (double)seq_len;
+    double f = 0;
+    if (r == Recompute::full) f += L * (2.0 * (double)layer_matmul_params + 4.0 * hT);
+    const bool rebuilt = r == Recompute::selective || !kernel_keeps_probs;
+    if (rebuilt) f += L * 2.0 * hT;
+    return f;
+}
+
 // ---------------------------------------------------------------------------------------------------
 // peak FLOP/s
 
@@ -156,12 +166,16 @@ namespace {
 
 struct Rates {
     double tokens_per_s, flops_per_device, mfu;  // mfu < 0: unknown
+    double hfu = -1;                              // < 0: not reported
 };
 
 Rates rates(const StepLogConfig& cfg, const StepRecord& r) {
     double tps = r.seconds > 0 ? (double)r.tokens / r.seconds : 0;
     double fpd = tps * cfg.flops_per_token / std::max(cfg.num_devices, 1);
-    return {tps, fpd, cfg.peak_flops > 0 ? fpd / cfg.peak_flops : -1};
+    Rates x{tps, fpd, cfg.peak_flops > 0 ? fpd / cfg.peak_flops : -1};
+    if (x.mfu >= 0 && cfg.hardware_flops_per_token > 0 && cfg.flops_per_token > 0)
+        x.hfu = x.mfu * cfg.hardware_flops_per_token / cfg.flops_per_token;  // the same tokens/s, more FLOPs each
+    return x;
 }
 
 }  // namespace
@@ -186,6 +200,7 @@ std::string StepLog::line(const StepRecord& r) const {
     if (x.flops_per_device >= 1e12) s += strfmt(" | %.2f TFLOP/s/dev", x.flops_per_device / 1e12);
     else s += strfmt(" | %.1f GFLOP/s/dev", x.flops_per_device / 1e9);
     if (x.mfu >= 0) s += strfmt(" | MFU %.1f%%", 100 * x.mfu);
+    if (x.hfu >= 0) s += strfmt(" | HFU %.1f%%", 100 * x.hfu);
     if (r.task_accuracy >= 0) s += strfmt(" | acc %.1f%%", 100 * r.task_accuracy);
     for (const auto& kv : r.extra) s += strfmt(" | %s %g", kv.first.c_str(), kv.second);
     // model state at its current size; activations at their peak, which is what limits the batch
@@ -213,6 +228,7 @@ std::string StepLog::json_line(const StepRecord& r) const {
     j["flops_per_token"] = cfg_.flops_per_token;
     j["tflops_per_device"] = x.flops_per_device / 1e12;
     j["mfu"] = x.mfu >= 0 ? nlohmann::json(x.mfu) : nlohmann::json(nullptr);
+    if (x.hfu >= 0) j["hfu"] = x.hfu;
     if (r.task_accuracy >= 0) j["task_accuracy"] = r.task_accuracy;
     for (const auto& kv : r.extra) j[kv.first] = kv.second;
     for (const auto& kv : r.arrays) j[kv.first] = kv.second;

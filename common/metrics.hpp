@@ -21,11 +21,22 @@
 #include <utility>
 #include <vector>
 
+#include "model_config.hpp"
 #include "tensor.hpp"
 
 namespace penta {
 
 double model_flops_per_token(int64_t n_matmul_params, int64_t n_layers, int64_t attn_width, int64_t seq_len);
+
+// HFU (hardware FLOPs utilisation) counts what the hardware runs, recomputation included; MFU only the model's
+// FLOPs, so recomputation raises HFU and lowers MFU (seeds 000 and 003). The FLOPs per token recomputation adds,
+// as model.cpp runs it (P_l a decoder layer's matmul weights, h = n_heads·head_dim, T the sequence length):
+//   full: each block's forward again before its backward            2 P_l + 4 h T   a layer
+//   the probabilities rebuilt from q, k and the lse in the backward  2 h T          a layer (Q K^T again)
+//     — under selective, and under any mode with a kernel that keeps no probabilities (flash); full with the naive
+//     kernel keeps the rerun's probabilities, so only the forward is counted there.
+double recompute_flops_per_token(Recompute r, bool kernel_keeps_probs, int64_t layer_matmul_params, int64_t n_layers,
+                                 int64_t attn_width, int64_t seq_len);
 
 // Dense (no sparsity) peak of a GPU whose name contains a table entry ("NVIDIA H100 80GB HBM3" -> H100
 // SXM). f32 -> the plain fp32 rate (or TF32 tensor cores with tf32), bf16/f16 -> tensor cores,
@@ -78,6 +89,7 @@ struct StepRecord {
 
 struct StepLogConfig {
     double flops_per_token = 0;  // model_flops_per_token(...)
+    double hardware_flops_per_token = 0;  // + recompute_flops_per_token(...); > 0: HFU printed beside MFU
     double peak_flops = 0;       // per device; <= 0: MFU is not reported
     int num_devices = 1;         // devices sharing the step's tokens
     Device device = Device::cpu;  // whose memory is reported

@@ -150,6 +150,16 @@ void configure_log(TrainLoop& loop, const LlamaConfig& mc, Device device, int nu
     loop.log.num_devices = num_devices;
     loop.log.device = device;
     loop.log.jsonl_path = loop.cfg.log_jsonl;
+    // HFU beside MFU when --recompute makes the hardware run more than the model: a decoder layer's matmul
+    // weights are what is left of the matmul parameters without lm_head, the final norm and the layers' two norms
+    Model& model = loop.trainer.model;
+    if (model.options().recompute != Recompute::none) {
+        const int64_t layer = (matmul_params - mc.vocab * mc.hidden - mc.hidden) / mc.n_layers - 2 * mc.hidden;
+        loop.log.hardware_flops_per_token =
+            loop.log.flops_per_token + recompute_flops_per_token(model.options().recompute,
+                                                                 model.attention().materialises_probs(), layer,
+                                                                 mc.n_layers, mc.n_heads * mc.head_dim(), loop.cfg.seq);
+    }
 }
 
 void print_task_baseline(const TrainConfig& cfg, const LlamaConfig& mc) {
