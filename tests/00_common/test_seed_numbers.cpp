@@ -148,7 +148,13 @@ TEST_CASE("seed numbers: Llama 3 70B's TP traffic, 75.2 GB a micro-batch; 0.17 s
     const double sbh = 8192.0 * c.hidden;
     CHECK(tp_layer_comm_elements(8, 8192, 1, c.hidden) / (2 * sbh / 8) == doctest::Approx(28));
     CHECK(tp_layer_comm_elements(8, 8192, 1, c.hidden) / (8 * sbh / 8) == doctest::Approx(7));
-    MESSAGE("Llama 3 70B tp 8: " << bytes / GB << " GB a micro-batch of 8192 tokens");
+    // seed 000: "TP sends far more than ZeRO-3 (Ψ = L 16h^2)". Per rank and micro-batch of 8192 tokens here,
+    // ZeRO-3 over 64 ranks sends more (3Ψ in bf16); TP's bytes grow with s·b, ZeRO-3's do not
+    const double zero3 = zero_step_bytes(3, c.n_params(), c.vocab * c.hidden, false, 1, 64, 2);
+    CHECK(zero3 > 5 * bytes);
+    CHECK(zero3 == doctest::Approx((3.0 * c.n_params() - c.vocab * c.hidden) * 2 * 63 / 64));
+    MESSAGE("Llama 3 70B tp 8: " << bytes / GB << " GB a micro-batch of 8192 tokens; ZeRO-3 dp 64: " << zero3 / GB
+                                 << " GB");
 }
 
 TEST_CASE("seed numbers: checkpoints of 12-14 bytes a parameter (70B: about 1 TB) and sqrt(2 delta M)") {

@@ -9,6 +9,10 @@
 // (kGather <= 1 unit of compute) and only the first unit of each pass waits: exposed = kGather per pass.
 // Without prefetch, or with a prefetch that waits for its gather at once, every acquire waits: exposed =
 // kGather per unit. The counts are exact, so the test says how much of the wait prefetch removed.
+// The second case turns prefetch off (a provider that tells GatheredParams nothing about the next unit) and
+// measures both ways: the exposed waits on the clock, and the peak of the allocator's tags — with prefetch the
+// resident shard + the unit computing + the one being fetched (seed 003: "ZeRO-3 的峰值还要加上当前分片单元和
+// 预取单元的完整参数"), without it the shard + one unit.
 // Playbook: "ZeRO-3: adding parameter partitioning" (prefetching the next layer's parameters).
 // Run: `make test CH=03`, or mpirun -np 2 build/bin/tests_03 -ts='ch03 np2' -tc='*overlap*'
 #include "../../03_zero/zero.hpp"
@@ -79,6 +83,22 @@ class ClockedComm : public Comm {
     Clock& clock_;
 };
 
+// `tiny` with the byte vocabulary and 4 layers: 6 units (embedding, 4 layers, head)
+LlamaConfig six_units() {
+    LlamaConfig c = preset("tiny");
+    c.vocab = kByteVocab;
+    c.n_layers = 4;
+    return c;
+}
+
+// The model's walk with prefetch off: the same provider, told nothing about the unit that comes next
+struct NoPrefetch : ParamProvider {
+    explicit NoPrefetch(ParamProvider& p) : inner(p) {}
+    Tensor acquire(int unit, int) override { return inner.acquire(unit, -1); }
+    void release(int unit, bool again) override { inner.release(unit, again); }
+    ParamProvider& inner;
+};
+
 }  // namespace
 
 TEST_SUITE("ch03 np2") {
@@ -86,9 +106,7 @@ TEST_SUITE("ch03 np2") {
         auto world = make_world_comm(CommBackend::mpi);
         Clock clock;
         ClockedComm dp(*world, clock);
-        LlamaConfig c = preset("tiny");
-        c.vocab = kByteVocab;
-        c.n_layers = 4;  // 6 units: embedding, 4 layers, head
+        LlamaConfig c = six_units();
         Model m(c, Device::cpu, 5, zero_model_options(ZeroStage::zero3));
         ZeroHooks hooks(m, dp, ZeroStage::zero3, AdamWConfig{});
         m.add_observer(&clock);
@@ -112,5 +130,61 @@ TEST_SUITE("ch03 np2") {
         CHECK(clock.exposed == 2 * kGather);  // without prefetch: (2 units - 1) · kGather
         CHECK(clock.now == 3.0 * units + clock.exposed);  // a tick per unit for F, B and W, and the waits
         m.remove_observer(&clock);
+    }
+    TEST_CASE("ZeRO-3 prefetch: exposed waits with vs without it, and the peak = shard + current unit + prefetched unit") {
+        for (bool prefetch : {true, false}) {
+            auto world = make_world_comm(CommBackend::mpi);
+            Clock clock;
+            ClockedComm dp(*world, clock);
+            LlamaConfig c = six_units();
+            c.tied_embeddings = false;  // a tied table stays gathered through the forward (zero3_params.hpp)
+            Model m(c, Device::cpu, 5, zero_model_options(ZeroStage::zero3));
+            ReduceGroups groups(dp);
+            UnitShards shards(m.layout(), groups);
+            Tensor shard = Tensor::empty({shards.numel()}, DType::f32, Device::cpu, Tag::params);  // (S)
+            shards.init([&m](const ParamLayout& l, Tensor& t) { m.initial_weights(l, t); }, shard);
+            GatheredParams gathered(shards, groups, shard);
+            NoPrefetch plain(gathered);
+            Tensor grad_shard = Tensor::zeros({shards.numel()}, DType::f32, Device::cpu, Tag::grads);  // (S)
+            ShardedGradients sink(shards, groups, grad_shard);  // a model without full gradients trains into one
+            m.set_gradient_sink(&sink);
+            m.set_param_provider(prefetch ? static_cast<ParamProvider*>(&gathered) : &plain);
+            m.add_observer(&clock);
+            auto data = make_dataset("addition", 5, kByteVocab);
+            BatchPlan plan;
+            plan.seq = 32, plan.micro_batch = plan.global_batch = 2;
+            std::vector<MicroBatch> mbs = make_micro_batches(*data, 0, plan, Device::cpu);
+            mem_reset_peak(Device::cpu);
+            const MemStats before = mem_stats(Device::cpu);
+            MicroBatchActs a = m.forward(mbs[0], 50.0);
+            const MemStats after = mem_stats(Device::cpu);
+            const std::vector<ParamUnit>& u = m.layout().units;
+            const int units = (int)u.size();
+            REQUIRE(units == 6);
+            // the widest unit, and the widest two consecutive ones of the forward walk (embedding, layers, head)
+            int64_t one = 0, two = 0;
+            for (int i = 0; i < units; i++) one = std::max(one, u[i].numel);
+            for (int i = 0; i + 1 < units; i++) two = std::max(two, u[i].numel + u[i + 1].numel);
+            const int64_t gathered_peak = after.peak[(int)Tag::comm] - before.current[(int)Tag::comm];
+            INFO((prefetch ? "prefetch" : "no prefetch") << ": " << clock.late << " of " << units
+                 << " gathers late, exposed " << clock.exposed << " ticks; gathered weights at most " << gathered_peak
+                 << " bytes (one unit " << 4 * one << ", two " << 4 * two << ")");
+            // the resident shard is the only copy of the weights: the forward adds no parameter bytes
+            CHECK(before.current[(int)Tag::params] >= 4 * shards.numel());
+            CHECK(after.peak[(int)Tag::params] == before.current[(int)Tag::params]);
+            if (prefetch) {
+                CHECK(clock.late == 1);                    // the embedding
+                CHECK(clock.exposed == kGather);
+                CHECK(gathered_peak == 4 * two);           // current unit + prefetched unit
+            } else {
+                CHECK(clock.late == units);                // every acquire waits for its own gather
+                CHECK(clock.exposed == units * kGather);
+                CHECK(gathered_peak == 4 * one);           // one unit at a time
+            }
+            CHECK(gathered.idle());
+            m.remove_observer(&clock);
+            m.set_param_provider(nullptr);
+            m.set_gradient_sink(nullptr);
+        }
     }
 }
