@@ -305,17 +305,7 @@ void Checkpointer::save(int64_t step) {
         pending_step_ = step;
         pending_meta_ = meta;
         pending_stall_ = timer.seconds();
-        if (every_ < 0) {  // auto under async: δ is the stall, what a save costs the run
-            const double delta = world_ ? world_->all_reduce_scalar(pending_stall_, ReduceOp::max) : pending_stall_;
-            const double step_s = world_ ? world_->all_reduce_scalar(step_seconds_sum_ / steps_seen_, ReduceOp::max)
-                                         : step_seconds_sum_ / steps_seen_;
-            const double tau = optimal_checkpoint_interval(delta, opt_.mtbf_hours * 3600);
-            every_ = std::max<int64_t>(1, (int64_t)std::llround(tau / std::max(step_s, 1e-9)));
-            if (world_rank() == 0)
-                std::printf("--save-every auto: δ = %.4f s (the stall of the async save of step %ld), M = %g h: "
-                            "√(2δM) = %.1f s = every %ld steps of %.4f s\n",
-                            delta, (long)step, opt_.mtbf_hours, tau, (long)every_, step_s);
-        }
+        if (every_ < 0) choose_interval(pending_stall_, step, "the stall of the async save");  // what a save costs the run
         return;
     }
     std::string error;
@@ -328,16 +318,19 @@ void Checkpointer::save(int64_t step) {
         commit_checkpoint(opt_.dir, step, meta, error, world_, opt_.keep, ctx_.model.n_params());
     const double seconds = timer.seconds();
     report(s, step, seconds, seconds);
-    if (every_ < 0) {  // δ: the slowest rank's save; the step time agreed likewise, so every rank picks the same N
-        const double delta = world_ ? world_->all_reduce_scalar(seconds, ReduceOp::max) : seconds;
-        const double step_s = world_ ? world_->all_reduce_scalar(step_seconds_sum_ / steps_seen_, ReduceOp::max)
-                                     : step_seconds_sum_ / steps_seen_;
-        const double tau = optimal_checkpoint_interval(delta, opt_.mtbf_hours * 3600);
-        every_ = std::max<int64_t>(1, (int64_t)std::llround(tau / std::max(step_s, 1e-9)));
-        if (world_rank() == 0)
-            std::printf("--save-every auto: δ = %.4f s (the save of step %ld), M = %g h: √(2δM) = %.1f s = every %ld "
-                        "steps of %.4f s\n", delta, (long)step, opt_.mtbf_hours, tau, (long)every_, step_s);
-    }
+    if (every_ < 0) choose_interval(seconds, step, "the save");
+}
+
+void Checkpointer::choose_interval(double seconds, int64_t step, const char* what) {
+    // δ: the slowest rank's; the step time agreed likewise, so every rank picks the same interval
+    const double delta = world_ ? world_->all_reduce_scalar(seconds, ReduceOp::max) : seconds;
+    const double mean = step_seconds_sum_ / std::max<int64_t>(steps_seen_, 1);
+    const double step_s = world_ ? world_->all_reduce_scalar(mean, ReduceOp::max) : mean;
+    const double tau = optimal_checkpoint_interval(delta, opt_.mtbf_hours * 3600);
+    every_ = std::max<int64_t>(1, (int64_t)std::llround(tau / std::max(step_s, 1e-9)));
+    if (world_rank() == 0)
+        std::printf("--save-every auto: δ = %.4f s (%s of step %ld), M = %g h: √(2δM) = %.1f s = every %ld steps of "
+                    "%.4f s\n", delta, what, (long)step, opt_.mtbf_hours, tau, (long)every_, step_s);
 }
 
 void Checkpointer::commit_pending() {

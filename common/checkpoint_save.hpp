@@ -106,6 +106,8 @@ class Checkpointer {
    private:
     void save(int64_t step);
     void commit_pending();
+    // --save-every auto, after the first save took `seconds` (δ)
+    void choose_interval(double seconds, int64_t step, const char* what);
     void report(const SavedCheckpoint& s, int64_t step, double stall, double seconds);  // seconds: the write
 
     CheckpointOptions opt_;

@@ -19,8 +19,8 @@ ckpt_run() {
 }
 
 ckpt_compare() {
-    local label=$1 full=$2 resumed=$3 mode=$4 why
-    why=$(python3 - "$full" "$resumed" "$mode" <<'PY'
+    local label=$1 full=$2 resumed=$3 mode=$4 out why
+    out=$(python3 - "$full" "$resumed" "$mode" <<'PY'
 import json, sys
 full, res, mode = sys.argv[1:4]
 try:
@@ -28,17 +28,20 @@ try:
     b = {r["step"]: r for r in map(json.loads, open(res))}
 except Exception as e:
     print(f"cannot read the logs: {e}"); sys.exit()
-bad = []
+bad, worst = [], 0.0
 for s in range(6, 11):
     if s not in a or s not in b:
         bad.append(f"step {s} missing"); continue
     for k in ("loss", "grad_norm"):
         x, y = a[s][k], b[s][k]
         ok = x == y if mode == "bitwise" else abs(x - y) <= float(mode) * abs(x)
+        worst = max(worst, abs(x - y) / max(abs(x), 1e-300))
         if not ok: bad.append(f"step {s} {k} {x!r} vs {y!r}")
 if set(b) & set(range(1, 6)): bad.append("the resumed run logged steps 1-5")
 print("; ".join(bad[:4]))
+print(f"largest relative difference {worst:.1e}")
 PY
 )
-    expect_verdict "$label" "$why" "steps 6-10, $mode" ""
+    why=$(head -n 1 <<<"$out")
+    expect_verdict "$label" "$why" "steps 6-10, $mode: $(tail -n 1 <<<"$out")" ""
 }
