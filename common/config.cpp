@@ -1,6 +1,8 @@
 // config.cpp — see config.hpp.
 #include "config.hpp"
 
+#include "checkpoint_format.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -127,6 +129,14 @@ void TrainConfig::register_flags(Flags& f) {
     f.add("temperature", &temperature, "--generate's sampling temperature (0: greedy)");
     f.add("top-k", &top_k, "--generate samples among the k most likely tokens (0: all)");
     f.add("tokenizer", &tokenizer, "tokenizer.json for --generate (default: --model DIR's tokenizer.json, else bytes)");
+    f.add("save", &save, "save checkpoints to DIR (DIR/step_NNNNNN, DIR/latest: the last complete one)");
+    f.add("save-every", &save_every, "N | auto — save every N steps (0: after the last step only); auto: every √(2δM) "
+          "from the measured save time δ and --mtbf-hours");
+    f.add("mtbf-hours", &mtbf_hours, "the job's mean time between failures, for --save-every auto");
+    f.add("keep", &keep, "keep the last K checkpoints (0: all)");
+    f.add("save-async", &save_async, "write checkpoints on a background thread (training stalls for the host copy only)");
+    f.add("resume", &resume, "DIR | latest — continue from a checkpoint (a step folder, a --save folder, or --save's "
+          "latest), resharded to this run's layout when it differs");
 }
 
 void TrainConfig::register_parallel_flags(Flags& f) {
@@ -284,6 +294,11 @@ void TrainConfig::validate() const {
           pp > 1 ? strfmt("--pp %ld", (long)pp).c_str() : "--sp");
     CHECK(inject_nan >= 0 && inject_nan <= steps, "--inject-nan %ld must be a step of the run, 1 ... --steps %ld "
           "(0: off)", (long)inject_nan, (long)steps);
+    if (!save.empty()) parse_save_every(save_every);
+    CHECK(std::isfinite(mtbf_hours) && mtbf_hours > 0, "--mtbf-hours %g must be a finite number of hours > 0", mtbf_hours);
+    CHECK(keep >= 0, "--keep %ld must be >= 0 (0: keep every checkpoint)", (long)keep);
+    CHECK(resume != "latest" || !save.empty(), "--resume latest means --save DIR's latest checkpoint: give --save DIR%s",
+          "");
     validate_sizes(*this);
 }
 

@@ -67,6 +67,13 @@ struct TrainConfig {
     std::string inject_failure;    // "RANK:STEP": that rank throws at the start of that step (tests the abort)
     std::string inject_hang;       // "RANK:STEP[:SECONDS]": that rank stops (or pauses) in that step (the watchdog)
     float comm_timeout = 300;      // seconds a blocking wait of Comm may take (watchdog.hpp); 0: no deadline
+    // checkpoints (checkpoint_save.hpp, checkpoint_load.hpp; docs/CHECKPOINTS.md)
+    std::string save;              // --save DIR: checkpoints go to DIR/step_NNNNNN, DIR/latest names the last complete
+    std::string save_every = "0";  // N steps, or auto (√(2δM)); 0: only after the last step
+    float mtbf_hours = 24;         // the job's mean time between failures, for --save-every auto
+    int64_t keep = 0;              // keep the last K checkpoints (0: all)
+    bool save_async = false;       // write the shards on a background thread (training stalls for the host copy only)
+    std::string resume;            // --resume DIR|latest: continue from that checkpoint, in this run's layout
 
     // registers the flags above on `flags`, so a chapter can add its own before parsing
     void register_flags(Flags& flags);

@@ -12,6 +12,8 @@
 
 #include <filesystem>
 
+#include "checkpoint_load.hpp"
+#include "checkpoint_save.hpp"
 #include "formulas.hpp"
 #include "generate.hpp"
 #include "hf_checkpoint.hpp"
@@ -249,6 +251,45 @@ class StragglerWatch {
 
 namespace {
 
+CheckpointContext checkpoint_context(const TrainLoop& L, const LRSchedule& schedule) {
+    CheckpointContext c;
+    c.model = L.trainer.model.config();
+    c.precision = L.trainer.model.precision();
+    c.shape = GridShape{(int)L.cfg.dp, (int)L.cfg.pp, (int)L.cfg.cp, (int)L.cfg.tp, (int)L.cfg.ep};
+    c.sequence_parallel = L.cfg.sp;
+    c.global_batch = L.plan.global_batch;
+    c.seq = L.cfg.seq;
+    c.seed = L.cfg.seed;
+    c.data = L.cfg.data;
+    c.lr = schedule;
+    c.adamw = L.trainer.optimizer.cfg;
+    return c;
+}
+
+// --resume: every rank loads its part (resharded when the layout differs); returns the step to continue after
+int64_t resume_from_checkpoint(TrainLoop& L, const CheckpointContext& ctx) {
+    const TrainConfig& cfg = L.cfg;
+    Timer timer;
+    const std::string dir = resolve_resume_dir(cfg.resume, cfg.save);
+    const int64_t step = load_checkpoint(dir, L.trainer.model, L.trainer.optimizer, ctx);
+    CHECK(step < cfg.steps, "--resume %s: the checkpoint is of step %ld, and --steps %ld leaves nothing to train",
+          cfg.resume.c_str(), (long)step, (long)cfg.steps);
+    if (world_rank() == 0) {
+        CheckpointReader meta(dir);  // for the report only
+        const nlohmann::json& j = meta.metadata();
+        const nlohmann::json& lay = j["layout"];
+        std::printf("resumed from %s: step %ld, %ld samples seen, saved by %d ranks (dp %d pp %d cp %d tp %d), loaded "
+                    "in %.3f s%s\n", dir.c_str(), (long)step, (long)j["data"]["samples_seen"].get<int64_t>(),
+                    lay["world"].get<int>(), lay["dp"].get<int>(), lay["pp"].get<int>(), lay["cp"].get<int>(),
+                    lay["tp"].get<int>(), timer.seconds(),
+                    j["lr_schedule"]["total"].get<int64_t>() != ctx.lr.total
+                        ? strfmt("; note: it was saved by a run of --steps %ld, this one's LR schedule ends at %ld",
+                                 (long)j["lr_schedule"]["total"].get<int64_t>(), (long)ctx.lr.total).c_str()
+                        : "");
+    }
+    return step;
+}
+
 StepResult train_steps(TrainLoop& L, const Dataset& val) {
     const TrainConfig& cfg = L.cfg;
     // a run shorter than --warmup (say --steps 20 with the default 50) warms up over all but its last step
@@ -266,7 +307,21 @@ StepResult train_steps(TrainLoop& L, const Dataset& val) {
         ~Unhook() { hooks.erase(std::remove(hooks.begin(), hooks.end(), h), hooks.end()); }
     } unhook{hooks, &inject_nan};
     StragglerWatch stragglers(L.world);
-    for (int64_t s = 0; s < cfg.steps; s++) {
+    // --resume and --save (checkpoint_load.hpp, checkpoint_save.hpp): the state saved is the model's and the
+    // optimizer's; the data position and the LR follow from the step
+    const CheckpointContext ckpt_ctx = checkpoint_context(L, schedule);
+    const GridShape shape{(int)cfg.dp, (int)cfg.pp, (int)cfg.cp, (int)cfg.tp, (int)cfg.ep};
+    const GridCoords coords = shape.ranks() == world_size() ? grid_coords(shape, world_rank()) : GridCoords{};
+    int64_t first = 0;
+    if (!cfg.resume.empty()) first = resume_from_checkpoint(L, ckpt_ctx);
+    std::unique_ptr<Checkpointer> ckpt;
+    if (!cfg.save.empty()) {
+        CHECK(shape.ranks() == world_size(), "--save: the layout %s is not the job's %d ranks", shape.str().c_str(),
+              world_size());
+        CheckpointOptions o{cfg.save, parse_save_every(cfg.save_every), cfg.mtbf_hours, cfg.keep, cfg.save_async};
+        ckpt = std::make_unique<Checkpointer>(o, L.trainer.model, L.trainer.optimizer, ckpt_ctx, coords, L.world);
+    }
+    for (int64_t s = first; s < cfg.steps; s++) {
         inject_failure_if_due(cfg, s + 1);
         inject_nan.step = s + 1;
         Timer timer;
@@ -302,8 +357,10 @@ StepResult train_steps(TrainLoop& L, const Dataset& val) {
         }
         if (r.aux_loss != 0) rec.extra.push_back({"aux loss", r.aux_loss});  // a MoE core's load balancing
         if (L.on_step) L.on_step(rec, r);
-        log.log(rec, (s + 1) % cfg.log_every == 0 || s == 0 || last || eval_now);
+        log.log(rec, (s + 1) % cfg.log_every == 0 || s == first || last || eval_now);
+        if (ckpt) ckpt->after_step(s + 1, seconds, last);
     }
+    if (ckpt) ckpt->finish();
     return r;
 }
 

@@ -1,0 +1,101 @@
+// checkpoint_format.hpp — what a training checkpoint is on disk: the step folder, its per-rank shard files,
+// the one metadata file, the checksum, and the file-system steps that make a save atomic.
+//
+//   DIR/latest                      "step_000005": the last COMPLETE checkpoint (written last, atomically)
+//   DIR/step_000005/metadata.json   model config, precision, layout, every tensor's global shape, every
+//                                   rank's pieces (which elements of which tensor, where in which file, CRC32),
+//                                   step, data position, RNG, LR schedule, optimizer scalars
+//   DIR/step_000005/rank_00003.bin  rank 3's pieces, back to back: raw little-endian values, no header
+//   DIR/step_000005.tmp/            a save in progress (a crash leaves it; the next save removes it)
+//
+// A piece is a run of elements of ONE tensor as one rank holds it: the rank's block of the global tensor
+// (rows [row0, row0 + rows) × cols [col0, col0 + cols) of the full matrix: its tp shard, or all of it) and
+// the run [begin, begin + count) of that block's row-major elements (a ZeRO shard holds a run of a block).
+// Every element therefore has a global (row, col), whatever the layout, and a loader with another layout
+// reads the pieces that cover the elements it needs (checkpoint_load.hpp): resharding is index arithmetic.
+// Kinds: "param" (the weights, in the parameter dtype), "master" (fp32 master), "m", "v" (AdamW's moments).
+// Of the ranks holding the same values exactly one writes them (counts_in_grad_norm's rule), so the folder
+// holds each value once: 4 + 4 + 4 = 12 bytes a parameter in fp32 without master, 2 + 4 + 4 + 4 = 14 with
+// bf16 weights and an fp32 master (seed 003; docs/CHECKPOINTS.md).
+//
+// Playbook: "5D parallelism in a nutshell" / seed 003 (checkpoint size, resharding metadata).
+// Test: `build/bin/tests_00 -tc='*checkpoint*'` (make test CH=00).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core.hpp"
+
+namespace penta {
+
+// CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320), as zlib's crc32: crc32_update(0, p, n) of a whole
+// buffer equals feeding it in parts.
+uint32_t crc32_update(uint32_t crc, const void* data, size_t n);
+
+enum class PieceKind : uint8_t { param, master, m, v };
+constexpr int kPieceKinds = 4;
+const char* piece_kind_name(PieceKind k);  // "param", "master", "m", "v"
+
+struct CheckpointPiece {
+    std::string tensor;  // Hugging Face name
+    PieceKind kind = PieceKind::param;
+    DType dtype = DType::f32;            // as stored: f32, or bf16 for bf16 weights
+    int64_t row0 = 0, col0 = 0, rows = 0, cols = 0;  // the rank's block of the global tensor (a vector: cols 1)
+    int64_t begin = 0, count = 0;        // the run of the block's row-major elements
+    uint64_t offset = 0;                 // bytes into the rank's shard file
+    uint32_t crc = 0;                    // CRC-32 of its count × dtype_size bytes
+    uint64_t nbytes() const { return (uint64_t)count * dtype_size(dtype); }
+};
+
+// One rank's file and what it holds.
+struct ShardIndex {
+    int rank = 0;
+    std::string file;        // "rank_00003.bin", relative to the step folder
+    uint64_t bytes = 0;      // the file's size
+    uint32_t crc = 0;        // CRC-32 of the whole file
+    nlohmann::json coords;   // {"dp":..,"pp":..,"cp":..,"tp":..} of the saving rank
+    std::vector<CheckpointPiece> pieces;
+};
+
+nlohmann::json to_json(const CheckpointPiece& p);
+CheckpointPiece piece_from_json(const nlohmann::json& j, const std::string& where);
+nlohmann::json to_json(const ShardIndex& s);
+ShardIndex shard_from_json(const nlohmann::json& j, const std::string& where);
+
+constexpr const char* kCheckpointFormat = "pentatron-checkpoint";
+constexpr int kCheckpointVersion = 1;
+
+std::string step_dir_name(int64_t step);  // "step_000005"
+std::string rank_file_name(int rank);     // "rank_00003.bin"
+
+// --- the file-system steps of an atomic save ---
+// Writes `bytes` to path + ".tmp", fsyncs it, renames it to path. Throws naming the file and errno's text.
+void write_file_atomic(const std::string& path, const std::string& bytes);
+// fsync of a directory: makes the renames inside it durable
+void fsync_dir(const std::string& dir);
+
+// Test hooks, read from the environment once per save (never set in a real run):
+//   PENTA_CKPT_SLOW_SECONDS=S   every rank's shard write sleeps S seconds in the middle (after half its
+//                               pieces): a crash test kills a rank then (tests/02_data_parallel)
+//   PENTA_CKPT_SLOW_STEP=N      only the save of step N is slow (unset: every save)
+//   PENTA_CKPT_DISK_BYTES=N     a shard write fails with ENOSPC ("No space left on device") once its file
+//                               would pass N bytes: a full disk, without mounting one
+struct CheckpointFaults {
+    double slow_seconds = 0;
+    int64_t slow_step = 0;    // 0: every save
+    int64_t disk_bytes = -1;  // -1: no limit
+    static CheckpointFaults from_env(int64_t step);  // the faults of the save of `step`
+};
+
+// --save-every: "N" or "auto" -> N (-1 for auto); throws naming the flag and the rule
+int64_t parse_save_every(const std::string& v);
+
+// The step folder --resume names: "latest" (then `save_dir`'s latest), a folder with a `latest` file (the
+// step it names), or a step folder (with metadata.json). Throws naming the flag, the path and what is missing.
+std::string resolve_resume_dir(const std::string& resume, const std::string& save_dir);
+
+}  // namespace penta

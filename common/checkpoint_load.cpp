@@ -1,0 +1,201 @@
+// checkpoint_load.cpp — see checkpoint_load.hpp.
+#include "checkpoint_load.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace penta {
+
+namespace fs = std::filesystem;
+
+struct CheckpointReader::Shard {
+    ShardIndex index;
+    std::string path;
+    const char* map = nullptr;  // the whole file, mapped on first use
+    size_t size = 0;
+    std::vector<bool> checked;  // per piece: its CRC was verified
+    ~Shard() {
+        if (map) ::munmap((void*)map, size);
+    }
+};
+
+CheckpointReader::CheckpointReader(const std::string& step_dir) : dir_(step_dir) {
+    const std::string mp = (fs::path(step_dir) / "metadata.json").string();
+    std::ifstream in(mp);
+    CHECK(in, "checkpoint %s: metadata.json is missing (a save that never finished has no metadata)", step_dir.c_str());
+    meta_ = nlohmann::json::parse(in, nullptr, false);
+    CHECK(!meta_.is_discarded() && meta_.is_object(), "checkpoint %s is not valid JSON", mp.c_str());
+    CHECK(meta_.value("format", std::string()) == kCheckpointFormat && meta_.value("version", 0) == kCheckpointVersion,
+          "checkpoint %s: format \"%s\" version %d, expected \"%s\" version %d", mp.c_str(),
+          meta_.value("format", std::string("?")).c_str(), meta_.value("version", 0), kCheckpointFormat,
+          kCheckpointVersion);
+    try {
+        step_ = meta_.at("step").get<int64_t>();
+        for (const nlohmann::json& j : meta_.at("shards")) {
+            auto s = std::make_unique<Shard>();
+            s->index = shard_from_json(j, mp);
+            s->path = (fs::path(step_dir) / s->index.file).string();
+            s->checked.assign(s->index.pieces.size(), false);
+            struct stat st;
+            CHECK(::stat(s->path.c_str(), &st) == 0, "checkpoint %s: shard file %s (rank %d) is missing: %s",
+                  step_dir.c_str(), s->path.c_str(), s->index.rank, std::strerror(errno));
+            CHECK((uint64_t)st.st_size == s->index.bytes,
+                  "checkpoint %s: shard file %s is %lld bytes, metadata.json says %llu: %s", step_dir.c_str(),
+                  s->path.c_str(), (long long)st.st_size, (unsigned long long)s->index.bytes,
+                  (uint64_t)st.st_size < s->index.bytes ? "truncated" : "it has bytes no piece accounts for");
+            for (size_t p = 0; p < s->index.pieces.size(); p++) {
+                const CheckpointPiece& pc = s->index.pieces[p];
+                CHECK(pc.offset + pc.nbytes() <= s->index.bytes, "checkpoint %s: piece %s of %s lies past the end of %s",
+                      mp.c_str(), piece_kind_name(pc.kind), pc.tensor.c_str(), s->index.file.c_str());
+                index_[pc.tensor][(int)pc.kind].push_back({shards_.size(), p});
+            }
+            shards_.push_back(std::move(s));
+        }
+    } catch (const nlohmann::json::exception& e) {
+        FAIL("checkpoint %s: %s", mp.c_str(), e.what());
+    }
+}
+
+CheckpointReader::~CheckpointReader() = default;
+
+bool CheckpointReader::has_kind(PieceKind k) const {
+    for (const auto& [name, kinds] : index_)
+        if (!kinds[(int)k].empty()) return true;
+    return false;
+}
+
+void CheckpointReader::check_compatible(const CheckpointContext& ctx) const {
+    const std::string mp = (fs::path(dir_) / "metadata.json").string();
+    const nlohmann::json& m = meta_.at("model");
+    const LlamaConfig& c = ctx.model;
+    const std::pair<const char*, int64_t> fields[] = {
+        {"vocab", c.vocab},         {"hidden", c.hidden},     {"n_layers", c.n_layers},
+        {"n_heads", c.n_heads},     {"n_kv_heads", c.n_kv_heads}, {"ffn", c.ffn},
+        {"head_dim", c.head_dim()}, {"tied_embeddings", c.tied_embeddings}, {"n_experts", c.moe.experts}};
+    for (auto [key, here] : fields) {
+        const int64_t there = m.at(key).is_boolean() ? (int64_t)m.at(key).get<bool>() : m.at(key).get<int64_t>();
+        CHECK(there == here, "--resume %s: a checkpoint of another model: %s is %ld in the checkpoint (%s), %ld in "
+              "--model %s", dir_.c_str(), key, (long)there, m.value("name", std::string("?")).c_str(), (long)here,
+              c.name.c_str());
+    }
+    const nlohmann::json& d = meta_.at("data");
+    const std::pair<const char*, int64_t> data_fields[] = {
+        {"global_batch", ctx.global_batch}, {"seq", ctx.seq}};
+    for (auto [key, here] : data_fields)
+        CHECK(d.at(key).get<int64_t>() == here, "--resume %s: the checkpoint was trained with %s %ld, this run has "
+              "%ld: the data stream (sample g of step s is s·G + g) would not continue where it stopped",
+              dir_.c_str(), key, (long)d.at(key).get<int64_t>(), (long)here);
+    CHECK(d.at("data").get<std::string>() == ctx.data, "--resume %s: the checkpoint was trained on --data %s, this "
+          "run has --data %s", dir_.c_str(), d.at("data").get<std::string>().c_str(), ctx.data.c_str());
+    CHECK(meta_.at("rng").at("seed").get<int64_t>() == ctx.seed, "--resume %s: the checkpoint's --seed is %ld, this "
+          "run's %ld: the data would not continue where it stopped", dir_.c_str(),
+          (long)meta_.at("rng").at("seed").get<int64_t>(), (long)ctx.seed);
+    (void)mp;
+}
+
+const char* CheckpointReader::piece_bytes(size_t si, size_t pi) {
+    Shard& s = *shards_[si];
+    if (!s.map && s.index.bytes > 0) {
+        const int fd = ::open(s.path.c_str(), O_RDONLY);
+        CHECK(fd >= 0, "checkpoint: cannot open %s: %s", s.path.c_str(), std::strerror(errno));
+        void* p = ::mmap(nullptr, s.index.bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+        const int err = errno;
+        ::close(fd);
+        CHECK(p != MAP_FAILED, "checkpoint: cannot map %s: %s", s.path.c_str(), std::strerror(err));
+        s.map = (const char*)p;
+        s.size = s.index.bytes;
+    }
+    const CheckpointPiece& pc = s.index.pieces[pi];
+    const char* data = s.map + pc.offset;
+    if (!s.checked[pi]) {
+        const uint32_t crc = crc32_update(0, data, pc.nbytes());
+        CHECK(crc == pc.crc, "checkpoint: %s is corrupted: piece %s of %s (bytes %llu..%llu) has CRC-32 %08x, "
+              "metadata.json says %08x", s.path.c_str(), piece_kind_name(pc.kind), pc.tensor.c_str(),
+              (unsigned long long)pc.offset, (unsigned long long)(pc.offset + pc.nbytes()), crc, pc.crc);
+        s.checked[pi] = true;
+    }
+    return data;
+}
+
+void CheckpointReader::read_run(const ParamTensor& t, PieceKind k, int64_t begin, int64_t n, float* out) {
+    const int64_t row0 = t.row0, col0 = t.shape.size() == 2 ? t.col0 : 0;
+    const int64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
+    const int64_t full_rows = t.full_shape[0];
+    // the global shape must be the one saved
+    const auto saved = meta_.at("tensors").find(t.name);
+    CHECK(saved != meta_.at("tensors").end(), "--resume %s: a checkpoint of another model: it has no tensor %s",
+          dir_.c_str(), t.name.c_str());
+    CHECK(saved->get<Shape>() == t.full_shape, "--resume %s: a checkpoint of another model: %s is %s there, %s here",
+          dir_.c_str(), t.name.c_str(), shape_str(saved->get<Shape>()).c_str(), shape_str(t.full_shape).c_str());
+    std::fill(out, out + n, 0.0f);
+    const auto it = index_.find(t.name);
+    const std::vector<std::pair<size_t, size_t>> none;
+    const auto& pieces = it == index_.end() ? none : it->second[(int)k];
+    int64_t needed = 0, covered = 0;
+    for (int64_t e = begin; e < begin + n;) {
+        const int64_t r = e / cols, c_lo = e % cols, c_hi = std::min(cols, c_lo + (begin + n - e));
+        const int64_t g = row0 + r;  // the global row; its columns [col0 + c_lo, col0 + c_hi)
+        if (g < full_rows) needed += c_hi - c_lo;
+        for (const auto& [si, pi] : pieces) {
+            const CheckpointPiece& p = shards_[si]->index.pieces[pi];
+            if (g < p.row0 || g >= p.row0 + p.rows) continue;
+            const int64_t gc_lo = std::max(col0 + c_lo, p.col0), gc_hi = std::min(col0 + c_hi, p.col0 + p.cols);
+            if (gc_lo >= gc_hi) continue;
+            // those columns in the old block's element order, cut to the old piece's run
+            int64_t o_lo = (g - p.row0) * p.cols + (gc_lo - p.col0), o_hi = o_lo + (gc_hi - gc_lo);
+            o_lo = std::max(o_lo, p.begin), o_hi = std::min(o_hi, p.begin + p.count);
+            if (o_lo >= o_hi) continue;
+            const int64_t gc_first = p.col0 + (o_lo - (g - p.row0) * p.cols);  // global column of o_lo
+            float* dst = out + (r * cols + (gc_first - col0) - begin);
+            const char* src = piece_bytes(si, pi) + (o_lo - p.begin) * dtype_size(p.dtype);
+            if (p.dtype == DType::f32) {
+                std::memcpy(dst, src, (size_t)(o_hi - o_lo) * 4);
+            } else {
+                const uint16_t* h = (const uint16_t*)src;
+                for (int64_t i = 0; i < o_hi - o_lo; i++) dst[i] = bf16_to_f32(h[i]);
+            }
+            if (g < full_rows) covered += o_hi - o_lo;
+        }
+        e += c_hi - c_lo;
+    }
+    CHECK(covered == needed, "--resume %s: the checkpoint holds %ld of the %ld elements of %s (%s) this rank needs "
+          "(rows %ld.., cols %ld..)%s", dir_.c_str(), (long)covered, (long)needed, t.name.c_str(),
+          piece_kind_name(k), (long)(row0 + begin / cols), (long)col0,
+          covered > needed ? ": pieces overlap" : "");
+}
+
+int64_t load_checkpoint(const std::string& step_dir, Model& model, AdamW& optim, const CheckpointContext& ctx) {
+    CheckpointReader ck(step_dir);
+    ck.check_compatible(ctx);
+    const ParamLayout& L = model.layout();
+    const bool aliased = optim.param.defined() && model.params().defined() && optim.param.buf == model.params().buf;
+    if (model.params().defined()) {
+        std::vector<float> host((size_t)model.n_params(), 0.0f);
+        for (const ParamTensor& t : L.tensors) ck.read_run(t, PieceKind::param, 0, t.numel(), host.data() + t.offset);
+        store_params(Tensor::from_host(host, {model.n_params()}, Device::cpu), model.params());
+    }
+    // the optimizer's buffers over its ranges (elements outside every range stay zero)
+    auto fill = [&](Tensor& dst, PieceKind k) {
+        std::vector<float> host((size_t)dst.numel(), 0.0f);
+        for (const ParamRange& r : optim.ranges())
+            if (r.count > 0) ck.read_run(L.find(r.name), k, r.name_offset, r.count, host.data() + r.offset);
+        store_params(Tensor::from_host(host, {dst.numel()}, Device::cpu), dst);
+    };
+    if (optim.param.defined() && !aliased) fill(optim.param, PieceKind::param);  // ZeRO-3's shard
+    // a master from the master pieces; saved without one (f32 weights), the weights are the master
+    if (optim.master.defined()) fill(optim.master, ck.has_kind(PieceKind::master) ? PieceKind::master : PieceKind::param);
+    fill(optim.m, PieceKind::m);
+    fill(optim.v, PieceKind::v);
+    optim.step_count = ck.metadata().at("optimizer").at("step_count").get<int>();
+    return ck.step();
+}
+
+}  // namespace penta

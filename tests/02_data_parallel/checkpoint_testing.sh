@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# checkpoint_testing.sh — what the checkpoint tests of chapters 02-07 share (sourced after expect_fail.sh; it is
+# no test itself). A test trains an uninterrupted run that saves at step 5 (--save-every 5, --steps 10), resumes
+# from that checkpoint in the same or another layout, and compares steps 6-10 of the two --log-jsonl files.
+#   ckpt_run LABEL LIMIT_S COMMAND...        a run that must exit 0 (a PASS/FAIL line of its own)
+#   ckpt_compare LABEL FULL RESUMED bitwise  steps 6-10: loss and grad norm equal bit for bit (JSON doubles
+#                                            are printed round-trip, so equal text is equal bits)
+#   ckpt_compare LABEL FULL RESUMED RTOL     within RTOL relative (another layout sums in another order)
+# The uninterrupted runs' own steps 1-5 are not compared: they are the same run.
+
+ckpt_run() {
+    local label=$1 limit=$2 out rc why=""
+    shift 2
+    out=$(timeout -k 5 "$limit" "$@" </dev/null 2>&1)
+    rc=$?
+    [ "$rc" != 0 ] && why="exit $rc"
+    expect_verdict "$label" "$why" "exit $rc" "$out"
+    ckpt_last_output=$out
+}
+
+ckpt_compare() {
+    local label=$1 full=$2 resumed=$3 mode=$4 out why
+    out=$(python3 - "$full" "$resumed" "$mode" <<'PY'
+import json, sys
+full, res, mode = sys.argv[1:4]
+try:
+    a = {r["step"]: r for r in map(json.loads, open(full))}
+    b = {r["step"]: r for r in map(json.loads, open(res))}
+except Exception as e:
+    print(f"cannot read the logs: {e}"); sys.exit()
+bad, worst = [], 0.0
+for s in range(6, 11):
+    if s not in a or s not in b:
+        bad.append(f"step {s} missing"); continue
+    for k in ("loss", "grad_norm"):
+        x, y = a[s][k], b[s][k]
+        ok = x == y if mode == "bitwise" else abs(x - y) <= float(mode) * abs(x)
+        worst = max(worst, abs(x - y) / max(abs(x), 1e-300))
+        if not ok: bad.append(f"step {s} {k} {x!r} vs {y!r}")
+if set(b) & set(range(1, 6)): bad.append("the resumed run logged steps 1-5")
+print("; ".join(bad[:4]))
+print(f"largest relative difference {worst:.1e}")
+PY
+)
+    why=$(head -n 1 <<<"$out")
+    expect_verdict "$label" "$why" "steps 6-10, $mode: $(tail -n 1 <<<"$out")" ""
+}

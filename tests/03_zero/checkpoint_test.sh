@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# checkpoint_test.sh — checkpoints under ZeRO (chapter 03), on CPU ranks: a 10-step run at dp 2 saves at step 5;
+# resumed from it, steps 6-10 equal the uninterrupted run's bit for bit, at ZeRO-3 (each rank saves and loads
+# its shard of the weights, the only copy) and ZeRO-1 (the weights from the flat buffer, the moments sharded).
+# Resharding from ZeRO-3 dp 4 is tests/04_tensor_parallel/checkpoint_test.sh's. `make test CH=03` runs it.
+#   bash tests/03_zero/checkpoint_test.sh     (BIN: the programs' folder; MPIRUN: as make sets it)
+set -uo pipefail
+here=$(dirname "$0")
+source "$here/../expect_fail.sh"
+source "$here/../02_data_parallel/checkpoint_testing.sh"
+expect_needs_mpi "checkpoint test (chapter 03)"
+for z in 3 1; do
+    run=($MPIRUN -np 2 "$BIN/03_zero" --dp 2 --zero $z --model small --seq 16 --micro-batch 2 --steps 10 --warmup 2
+         --log-every 1 --eval-every 0)
+    ckpt_run "ZeRO-$z dp 2: 10 steps, saved at 5" 300 "${run[@]}" --save "$TMP/z$z" --save-every 5 \
+        --log-jsonl "$TMP/full$z.jsonl"
+    ckpt_run "ZeRO-$z dp 2: resumed from step 5" 300 "${run[@]}" --resume "$TMP/z$z/step_000005" \
+        --log-jsonl "$TMP/res$z.jsonl"
+    ckpt_compare "ZeRO-$z dp 2: resumed steps 6-10 equal the uninterrupted run's" "$TMP/full$z.jsonl" \
+        "$TMP/res$z.jsonl" bitwise
+done
+expect_summary
