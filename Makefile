@@ -4,6 +4,9 @@
 #   make test         install missing packages, build everything, run every test (suites "chNN npK" on K ranks)
 #   make test CH=NN   build and test only what chapter NN rests on: common/'s tests (ch00) and chapter NN's
 #   make mutants [CH=NN]  the mutation harness: every known-wrong variant in tests/mutants/ must fail the tests
+#   make exercises [CH=NN] [DIR=exercises]  a student copy: every exercise region (tests/exercises/) a stub
+#   make grade CH=NN [DIR=exercises] [JSON=1]  build and grade chapter NN's exercises in the copy
+#   make grade-all        every exercise blanked alone must score 0, the rest full marks (CI; docs/INSTRUCTORS.md)
 #   make run          the main job on its embedded default
 #   make bench        benchmarks that print figures (GEMM, attention, training throughput)
 #   make clean
@@ -96,7 +99,7 @@ ifneq ($(CH),)
   endif
 endif
 
-.PHONY: all deps test mutants run bench clean help
+.PHONY: all deps test mutants exercises grade grade-all run bench clean help
 # keep the chapter objects make would otherwise delete as intermediates after linking
 .SECONDARY:
 all: $(CH_BINS) $(TEST_BINS) $(BENCH_BINS)
@@ -179,6 +182,23 @@ mutants: $(TEST_DEPS)
 	@BIN=$(BIN) MPI=$(MPI) BUILD=$(BUILD) CUDA=$(CUDA) DEBUG=$(DEBUG) ARCH="$(ARCH)" \
 	 bash tests/mutants/run_mutants.sh $(CH)
 
+# Workshop exercises (tools/exercises.py, docs/INSTRUCTORS.md): `exercises` writes DIR (default exercises/,
+# git-ignored) with chapter CH's (default: every chapter's) solution regions replaced by stubs that fail with
+# "exercise NN.k not done"; `grade` builds chapter CH's test binaries in DIR (never a later chapter's) and
+# prints the score table, exit 0 only for full marks (JSON=1: machine-readable; TIMEOUT=s per test run,
+# default 300). `grade-all` blanks each exercise alone in a scratch copy of this tree and its build folder
+# and checks the scores (what CI runs after `make test`).
+DIR ?= exercises
+exercises:
+	@python3 tools/exercises.py make $(if $(CH),--ch $(CH),) --dir $(DIR)
+grade: | $(BUILD)/.deps-ok
+	@$(if $(CH),,echo "make grade: CH=NN (two digits) names the chapter to grade" >&2; exit 2;) \
+	 BUILD=$(BUILD) MPI=$(MPI) CUDA=$(CUDA) DEBUG=$(DEBUG) ARCH="$(ARCH)" \
+	 python3 tools/exercises.py grade --ch $(CH) --dir $(DIR) $(if $(filter 1,$(JSON)),--json,) $(if $(TIMEOUT),--timeout $(TIMEOUT),)
+grade-all: $(TEST_DEPS)
+	@BUILD=$(BUILD) MPI=$(MPI) CUDA=$(CUDA) DEBUG=$(DEBUG) ARCH="$(ARCH)" \
+	 python3 tools/exercises.py sweep $(if $(CH),--ch $(CH),) $(if $(TIMEOUT),--timeout $(TIMEOUT),)
+
 run: all
 	$(MPIRUN) -np 1 $(BIN)/01_single_gpu --model small
 
@@ -189,6 +209,6 @@ clean:
 	rm -rf $(BUILD)
 
 help:
-	@sed -n '2,13p' Makefile
+	@sed -n '2,16p' Makefile
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

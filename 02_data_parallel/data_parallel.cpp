@@ -44,6 +44,7 @@ double dp_bytes_per_step_formula(int K, double gradient_bytes) { return 2.0 * (K
 
 std::vector<GradBucket> plan_buckets(const ParamLayout& layout, double bucket_mb, int64_t bytes_per_element,
                                      const ReduceGroups* groups) {
+    // EXERCISE 02.2 begin: plan the gradient buckets: walk the units in backward order, cut a bucket at about bucket_mb and at a change of group
     const double cap = bucket_mb * 1024 * 1024;
     std::vector<GradBucket> buckets;
     bool open = false;
@@ -66,6 +67,7 @@ std::vector<GradBucket> plan_buckets(const ParamLayout& layout, double bucket_mb
         open = (double)b.numel * bytes_per_element < cap;
     }
     return buckets;
+    // EXERCISE 02.2 end
 }
 
 DataParallelHooks::DataParallelHooks(Model& model, ReduceGroups groups, DataParallelOptions opt)

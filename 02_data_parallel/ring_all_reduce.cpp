@@ -51,6 +51,7 @@ void ring_all_reduce(Comm& comm, Tensor& x) {
         copy(x, host);
         return;
     }
+    // EXERCISE 02.1 begin: the ring all-reduce: K-1 reduce-scatter steps, then K-1 all-gather steps, over send/recv
     const int64_t M = x.numel();
     Tensor flat = x.flat(0, M);  // (M,) the same memory as x
     const int next = (r + 1) % K, prev = (r + K - 1) % K;
@@ -81,6 +82,7 @@ void ring_all_reduce(Comm& comm, Tensor& x) {
         comm.recv(arriving, prev, kRingTag);  // complete part r-s-1 lands in place
         sending.wait();
     }
+    // EXERCISE 02.1 end
 }
 
 }  // namespace penta

@@ -19,6 +19,7 @@ Tensor ShardedGradients::grads(int unit) {
 }
 
 void ShardedGradients::layer_grads_ready(int unit) {
+    // EXERCISE 03.2 begin: ZeRO-2's gradient sharding: when a unit's gradients are ready, start its reduce-scatter; fold in the finished ones
     auto it = open_.find(unit);
     CHECK(it != open_.end(), "layer_grads_ready(%d) without gradients written to that unit", unit);
     InFlight f{unit, it->second, Tensor(), CommHandle()};
@@ -34,11 +35,14 @@ void ShardedGradients::layer_grads_ready(int unit) {
         finish(in_flight_.front());
         in_flight_.pop_front();
     }
+    // EXERCISE 03.2 end
 }
 
 void ShardedGradients::finish(InFlight& f) {
+    // EXERCISE 03.2 begin: ZeRO-2: a finished reduce-scatter adds this rank's part into its gradient shard
     Tensor dst = shards_.piece_of(shard_, f.unit);
     add_inplace(dst, f.part);  // accumulates over micro-batches
+    // EXERCISE 03.2 end
 }
 
 void ShardedGradients::wait_all() {

@@ -15,6 +15,7 @@ void GatheredParams::start_gather(int unit) {
 }
 
 Tensor GatheredParams::acquire(int unit, int next) {
+    // EXERCISE 03.1 begin: ZeRO-3's gather on demand: acquire gathers a unit (or waits for its prefetch) and starts the next one's gather
     Unit& x = units_.at(unit);
     if (!x.whole.defined()) start_gather(unit);
     x.gather.wait();  // a prefetched unit is usually complete by now
@@ -22,13 +23,16 @@ Tensor GatheredParams::acquire(int unit, int next) {
     // the model's walk goes on to `next`: fetch it while this unit computes
     if (next >= 0 && !units_.at(next).whole.defined()) start_gather(next);
     return x.whole;
+    // EXERCISE 03.1 end
 }
 
 void GatheredParams::release(int unit, bool again) {
+    // EXERCISE 03.1 begin: ZeRO-3's free: release drops the gathered weights when the last user lets go (unless again)
     Unit& x = units_.at(unit);
     CHECK(x.refs > 0, "release(%d) of a unit that is not acquired", unit);
     if (--x.refs > 0 || again) return;  // again: the pass reads it once more, keep the gathered weights
     x = Unit{};                         // frees them
+    // EXERCISE 03.1 end
 }
 
 bool GatheredParams::idle() const {

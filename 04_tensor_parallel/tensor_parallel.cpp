@@ -14,19 +14,23 @@ void TensorParallel::tally(bool forward, double before) {
 Tensor TensorParallel::enter_forward(const Tensor& x) { return x; }  // (N, h) already on every rank
 
 Tensor TensorParallel::enter_backward(const Tensor& dx) {
+    // EXERCISE 04.1 begin: f's backward: the column-parallel input's gradient is summed over the tp ranks
     const double before = tp_.counters().total_bytes();
     Tensor sum = dx;  // (N, h): this rank's heads' share of d x; the sum is every head's, in place
     tp_.all_reduce(sum);
     tally(false, before);
     return sum;
+    // EXERCISE 04.1 end
 }
 
 Tensor TensorParallel::exit_forward(const Tensor& y) {
+    // EXERCISE 04.1 begin: g's forward: the row-parallel partial products are summed over the tp ranks
     const double before = tp_.counters().total_bytes();
     Tensor sum = y;  // (N, h): a row-parallel linear's partial product; the sum is the layer's output
     tp_.all_reduce(sum);
     tally(true, before);
     return sum;
+    // EXERCISE 04.1 end
 }
 
 Tensor TensorParallel::exit_backward(const Tensor& dy) { return dy; }  // (N, h) the same on every rank

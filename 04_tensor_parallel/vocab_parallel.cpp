@@ -37,6 +37,7 @@ double VocabParallelCrossEntropy::forward_backward(const Tensor& logits, const T
     const int64_t N = logits.size(0), Vl = logits.size(1);
     CHECK(Vl == rows_, "vocab-parallel cross-entropy: logits have %lld columns, this rank holds %lld vocab rows",
           (long long)Vl, (long long)rows_);
+    // EXERCISE 04.2 begin: vocab-parallel cross-entropy: the row max, the sum of exponentials and the target logit over the shards, then loss and gradient
     const Device dev = logits.device();
     Tensor z_host = dev == Device::cpu ? logits : logits.clone(Device::cpu, Tag::workspace);  // (N, Vl)
     const float* z = z_host.ptr<float>();
@@ -96,6 +97,7 @@ double VocabParallelCrossEntropy::forward_backward(const Tensor& logits, const T
     }
     if (dz && dev != Device::cpu) copy(dlogits, dz_host);
     return total;
+    // EXERCISE 04.2 end
 }
 
 Tensor gather_vocab_logits(Comm& tp, const Tensor& local, int64_t vocab) {

@@ -33,35 +33,43 @@ TensorParallelSeams install_tensor_parallel(Model& model, Comm& tp, bool sp) {
 // backward (Tag::activations in training), the scattered embedding output is the first layer's input.
 
 Tensor SequenceParallel::enter_forward(const Tensor& x) {
+    // EXERCISE 05.1 begin: entering the tp region: all-gather the sequence-split activations forward, reduce-scatter their gradient backward
     const double before = tp_.counters().total_bytes();
     Tensor full = Tensor::empty({x.size(0) * tp_.size(), x.size(1)}, x.dtype, x.device(), x.tag());  // (N, h)
     tp_.all_gather(x, full);  // every rank's (N/t, h) block, in token order
     tally(true, before);
     return full;
+    // EXERCISE 05.1 end
 }
 
 Tensor SequenceParallel::enter_backward(const Tensor& dx) {
+    // EXERCISE 05.1 begin: entering the tp region, backward: reduce-scatter d x to this rank's tokens
     const double before = tp_.counters().total_bytes();
     Tensor mine = Tensor::empty({local_rows(tp_, dx.size(0)), dx.size(1)}, dx.dtype, dx.device(), dx.tag());
     tp_.reduce_scatter(dx, mine);  // (N/t, h): every rank's heads' share of d x, for this rank's tokens only
     tally(false, before);
     return mine;
+    // EXERCISE 05.1 end
 }
 
 Tensor SequenceParallel::exit_forward(const Tensor& y) {
+    // EXERCISE 05.2 begin: leaving the tp region: reduce-scatter the partial products to this rank's tokens forward
     const double before = tp_.counters().total_bytes();
     Tensor mine = Tensor::empty({local_rows(tp_, y.size(0)), y.size(1)}, y.dtype, y.device(), y.tag());
     tp_.reduce_scatter(y, mine);  // (N/t, h): the partial products summed, kept only for this rank's tokens
     tally(true, before);
     return mine;
+    // EXERCISE 05.2 end
 }
 
 Tensor SequenceParallel::exit_backward(const Tensor& dy) {
+    // EXERCISE 05.2 begin: leaving the tp region, backward: all-gather d y over every token
     const double before = tp_.counters().total_bytes();
     Tensor full = Tensor::empty({dy.size(0) * tp_.size(), dy.size(1)}, dy.dtype, dy.device(), dy.tag());
     tp_.all_gather(dy, full);  // (N, h): the row-parallel linear's backward needs d y for every token
     tally(false, before);
     return full;
+    // EXERCISE 05.2 end
 }
 
 void SequenceParallel::sum_token_split_grad(Tensor& partial) {

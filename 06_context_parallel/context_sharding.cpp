@@ -19,8 +19,10 @@ ContextSharder::ContextSharder(int cp, int rank, CpShard shard) : cp_(cp), rank_
 }
 
 std::vector<int> ContextSharder::chunks_of(int r) const {
+    // EXERCISE 06.2 begin: zig-zag sharding: rank r holds chunks r and 2cp-1-r (contiguous: chunk r)
     if (shard_ == CpShard::contiguous) return {r};
     return {r, 2 * cp_ - 1 - r};  // an early chunk and its mirror from the end
+    // EXERCISE 06.2 end
 }
 
 void ContextSharder::check_seq(int64_t T) const {
@@ -33,11 +35,13 @@ void ContextSharder::check_seq(int64_t T) const {
 
 std::vector<int32_t> ContextSharder::positions(int64_t T) const {
     check_seq(T);
+    // EXERCISE 06.2 begin: the global positions of this rank's tokens, chunk after chunk
     const int64_t c = T / chunks();
     std::vector<int32_t> pos;
     for (int chunk : chunks_of(rank_))
         for (int64_t t = 0; t < c; t++) pos.push_back((int32_t)(chunk * c + t));
     return pos;
+    // EXERCISE 06.2 end
 }
 
 std::string ContextSharder::describe() const {
@@ -49,6 +53,7 @@ std::string ContextSharder::describe() const {
 
 CausalWork causal_work(const ContextSharder& s, int r, int64_t T) {
     s.check_seq(T);
+    // EXERCISE 06.2 begin: the causal work of rank r: key blocks and query-key pairs of its chunks
     const int64_t c = T / s.chunks();
     CausalWork w;
     for (int a : s.chunks_of(r)) {
@@ -56,6 +61,7 @@ CausalWork causal_work(const ContextSharder& s, int r, int64_t T) {
         w.pairs += (int64_t)a * c * c + c * (c + 1) / 2;  // a full blocks and the causal diagonal
     }
     return w;
+    // EXERCISE 06.2 end
 }
 
 }  // namespace penta

@@ -79,10 +79,12 @@ PipelinePlan linear_plan(PipeScheduleKind kind, int p, int m) {
 // GPipe: every forward, then every backward
 PipelinePlan afab(int p, int m) {
     PipelinePlan P = linear_plan(PipeScheduleKind::afab, p, m);
+    // EXERCISE 07.2 begin: AFAB (GPipe)'s op list: every forward, then every backward
     for (int i = 0; i < p; i++) {
         for (int j = 0; j < m; j++) P.ops[i].push_back(F(j));
         for (int j = 0; j < m; j++) P.ops[i].push_back(BW(j));
     }
+    // EXERCISE 07.2 end
     return P;
 }
 
@@ -90,6 +92,7 @@ PipelinePlan afab(int p, int m) {
 // micro-batches wait for their backward on it
 PipelinePlan one_f_one_b(int p, int m) {
     PipelinePlan P = linear_plan(PipeScheduleKind::one_f_one_b, p, m);
+    // EXERCISE 07.1 begin: 1F1B's op list: stage i runs p-i-1 warm-up forwards, then alternates one forward and one backward, then drains
     for (int i = 0; i < p; i++) {
         const int warmup = std::min(p - i - 1, m);
         int f = 0;
@@ -99,6 +102,7 @@ PipelinePlan one_f_one_b(int p, int m) {
             P.ops[i].push_back(BW(b));
         }
     }
+    // EXERCISE 07.1 end
     return P;
 }
 

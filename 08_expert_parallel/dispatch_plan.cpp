@@ -32,6 +32,7 @@ DispatchPlan plan_dispatch(const std::vector<int32_t>& experts, int64_t B, int64
     p.capacity = expert_capacity(capacity_factor, k, T, E);
     CHECK((int64_t)experts.size() == p.N * k, "plan_dispatch: %zu choices for %lld tokens × k %lld", experts.size(),
           (long long)p.N, (long long)k);
+    // EXERCISE 08.2 begin: the per-sequence capacity: first choices before second ones, tokens in order; then each kept copy's row, expert after expert
     p.routed.assign(E, 0);
     p.kept.assign(E, 0);
     std::vector<char> keep(p.N * k, 1);
@@ -56,6 +57,7 @@ DispatchPlan plan_dispatch(const std::vector<int32_t>& experts, int64_t B, int64
         for (int64_t j = 0; j < k; j++)
             if (keep[n * k + j]) p.pos[n * k + j] = (int32_t)next[experts[n * k + j]]++;
     return p;
+    // EXERCISE 08.2 end
 }
 
 }  // namespace penta

@@ -73,6 +73,7 @@ void sgemm_naive(int64_t M, int64_t N, int64_t K, const float* A, const float* B
 }
 
 void sgemm_blocked(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
+    // EXERCISE 10.1 begin: the cache-blocked rung: C's row block, B's block and the contiguous inner loop the compiler vectorises
     constexpr int64_t NB = 512, KB = 128, MB = 64;  // C's row block 2 KB (L1), B's block 256 KB (L2)
     std::fill(C, C + M * N, 0.0f);
     for (int64_t j0 = 0; j0 < N; j0 += NB)
@@ -88,6 +89,7 @@ void sgemm_blocked(int64_t M, int64_t N, int64_t K, const float* A, const float*
                     }
                 }
             }
+    // EXERCISE 10.1 end
 }
 
 // The packed rung's inner kernel: the same tile and loop as the AVX2 one, written as plain C++ over an

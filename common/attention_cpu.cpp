@@ -316,6 +316,7 @@ void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor&
 }
 
 void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_part, const Tensor& lse_part) {
+    // EXERCISE 06.1 begin: merge two attention partials by their log-sum-exp: the ring attention's online softmax across key blocks
     const int64_t B = out.size(0), T = out.size(1), nh = out.size(2), hd = out.size(3);
     float *o = out.ptr<float>(), *l = lse.ptr<float>();
     const float *op = out_part.ptr<float>(), *lp = lse_part.ptr<float>();
@@ -334,6 +335,7 @@ void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_part, const Ten
                 for (int64_t e = 0; e < hd; e++) row[e] = (w1 == 0.0f ? 0.0f : w1 * row[e]) + w2 * prow[e];
                 l[li] = lnew;
             }
+    // EXERCISE 06.1 end
 }
 
 }  // namespace penta::cpu

@@ -32,6 +32,7 @@ void score_row(const float* l, float* s, int64_t E, bool sigmoid) {
 
 void moe_router_forward(const Tensor& logits, const Tensor& bias, bool sigmoid, bool normalize, Tensor& scores,
                         Tensor& experts, Tensor& weights) {
+    // EXERCISE 08.1 begin: the router's top-k: scores, the k best keys (score + bias, ties to the lower expert), renormalised weights
     const int64_t N = logits.size(0), E = logits.size(1), k = experts.size(1);
     const float* l = logits.ptr<float>();
     const float* b = bias.defined() ? bias.ptr<float>() : nullptr;
@@ -54,6 +55,7 @@ void moe_router_forward(const Tensor& logits, const Tensor& bias, bool sigmoid, 
             w[n * k + j] = normalize ? (float)(sn[order[j]] / z) : sn[order[j]];
         }
     }
+    // EXERCISE 08.1 end
 }
 
 void moe_router_backward(const Tensor& dweights, const Tensor& scores, const Tensor& experts,

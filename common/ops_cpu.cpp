@@ -256,9 +256,11 @@ template <class F>
 void adamw_update(F& p, F& m, F& v, F g, float b1, float b2, float decay, float step_size, float bc2_sqrt,
                   float eps) {
     using std::sqrt;  // the float one; the vector one (stdx::sqrt) is found through its argument type
+    // EXERCISE 01.2 begin: AdamW's update of one element: the moments, then the bias-corrected step with decoupled weight decay
     m = b1 * m + (1.0f - b1) * g;
     v = b2 * v + (1.0f - b2) * g * g;
     p = p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps);
+    // EXERCISE 01.2 end
 }
 
 // The loop is written with explicit vectors (std::experimental::simd) because a plain loop stays scalar:

@@ -21,6 +21,7 @@ std::vector<ParamRange> ranges_in_shard(const std::vector<ParamRange>& full, int
 float LRSchedule::at(int64_t step) const {
     CHECK(warmup >= 0 && total > warmup, "LR schedule: warmup %ld must be >= 0 and < total steps %ld",
           (long)warmup, (long)total);
+    // EXERCISE 01.1 begin: the learning-rate schedule: linear warmup from 0, then a cosine from max_lr down to min_lr
     if (step < warmup) return max_lr * (float)std::max<int64_t>(step, 0) / (float)warmup;
     // The cosine starts at the peak on step `peak`. Steps count from 1 (AdamW's count, what the train loop
     // passes), so without warmup the peak is step 1: measured from step 0, step 1 would already be past the
@@ -30,6 +31,7 @@ float LRSchedule::at(int64_t step) const {
     if (step > peak && step >= total) return min_lr;
     double progress = step <= peak ? 0.0 : (double)(step - peak) / (double)(total - peak);  // 0 -> 1
     return (float)(min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(M_PI * progress)));
+    // EXERCISE 01.1 end
 }
 
 float clip_scale(double grad_norm, float max_norm) {

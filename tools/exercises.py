@@ -1,0 +1,498 @@
+#!/usr/bin/env python3
+"""exercises.py — workshop exercises: write a student copy with solution regions blanked, and grade it.
+
+The design card's "modify code in workshops, grade exercises via tests" (docs/INSTRUCTORS.md says how to
+run a workshop with it). A solution region is a pair of comment lines in a chapter's source:
+
+    // EXERCISE 02.1 begin: the ring all-reduce's two phases
+    ...the solution...
+    // EXERCISE 02.1 end
+
+(an exercise may have several regions, e.g. a function's forward and its backward). Its grading is in
+tests/exercises/NN_name.txt: the tests that cover it, its points, its minutes, a hint (format below).
+
+    make exercises [CH=NN] [DIR=exercises]     python3 tools/exercises.py make [--ch NN] [--dir DIR]
+    make grade CH=NN [DIR=exercises] [JSON=1]  python3 tools/exercises.py grade --ch NN [--dir DIR] [--json]
+    make grade-all                             python3 tools/exercises.py sweep   (CI: every exercise)
+                                               python3 tools/exercises.py check   (markers, catalogue, mutants)
+
+`make` copies the working tree (git ls-files: tracked and untracked, not ignored) to DIR and replaces the
+inside of every region of the chosen chapters (all by default) by a stub that compiles and throws
+"exercise NN.k not done" (penta's FAIL: a doctest failure naming the rank, never a crash), keeping the two
+marker lines so the student sees where to write. It drops the chapters' mutation catalogues
+(tests/mutants/NN_*.txt quote solution lines) and writes DIR/EXERCISES.md, the hand-out.
+
+`grade` first puts the instructor's tests/ back into DIR (a student's edited test cannot grade itself),
+builds only the test binaries the chapter's exercises name in DIR (tests_NN and maybe tests_00: never a
+later chapter), then runs each exercise's tests through scripts/run_tests.sh with PENTA_TEST_CASES (its
+test-case filters) and PENTA_TEST_TIMEOUT (--timeout, default 300 s per run), so a stub that hangs is
+killed and counted as a failure. An exercise passes when its runs pass at least one test and fail none.
+It prints the score table (id, covering tests, pass/fail, points) and a total; --json prints one JSON
+object instead. Exit status: 0 only for full marks, 1 otherwise, 2 when it could not grade (no DIR, a
+build error of code outside any exercise...): a build error in the student's code scores 0 for all.
+
+Catalogue tests/exercises/NN_name.txt, one stanza per exercise:
+    ## 02.1: the ring all-reduce's two phases over send/recv
+    minutes: 30
+    points: 3
+    test: tests_02 *ring all-reduce equals all_reduce*      (binary, doctest test-case filter; repeatable)
+    needs: 02.3        (optional: exercises whose blank also fails these tests, e.g. a shared function)
+    hint: one line for the student (repeatable)
+The ids of the markers and of the catalogue must be the same set; NN is the chapter's number.
+Environment (as the Makefile passes it): BUILD, CUDA, MPI, DEBUG, ARCH, MPIRUN.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN = re.compile(r"^(\s*)// EXERCISE (\d\d)\.(\d+) begin: (.+?)\s*$")
+END = re.compile(r"^\s*// EXERCISE (\d\d)\.(\d+) end\s*$")
+ANY = re.compile(r"EXERCISE \d\d\.\d+ (begin|end)")
+SOURCE_EXT = (".cpp", ".hpp", ".cu", ".cuh", ".inc", ".h")
+
+
+def die(msg, code=2):
+    print(f"exercises: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def tree_files(root):
+    """the working tree as git sees it: tracked and untracked files, not the ignored ones"""
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True,
+                         capture_output=True).stdout.decode()
+    return [f for f in out.split("\0") if f and os.path.isfile(os.path.join(root, f))]
+
+
+# ---- markers ------------------------------------------------------------------------------------------
+
+def find_regions(root, files=None):
+    """{id: [(file, begin_line, end_line, indent, title)]} (1-based lines of the marker lines)"""
+    regions = {}
+    for f in files if files is not None else tree_files(root):
+        if not f.endswith(SOURCE_EXT) or not (re.match(r"\d\d_", f) or f.startswith("common/")):
+            continue
+        with open(os.path.join(root, f), encoding="utf-8") as fh:
+            lines = fh.read().split("\n")
+        open_ = None
+        for n, line in enumerate(lines, 1):
+            b, e = BEGIN.match(line), END.match(line)
+            if b:
+                if open_:
+                    die(f"{f}:{n}: exercise {b[2]}.{b[3]} begins inside exercise {open_[0]} (begun at line {open_[1]})")
+                open_ = (f"{b[2]}.{b[3]}", n, b[1], b[4])
+            elif e:
+                eid = f"{e[1]}.{e[2]}"
+                if not open_ or open_[0] != eid:
+                    die(f"{f}:{n}: 'EXERCISE {eid} end' without its begin line"
+                        + (f" (exercise {open_[0]} is open)" if open_ else ""))
+                if n == open_[1] + 1:
+                    die(f"{f}:{n}: exercise {eid}'s region is empty")
+                regions.setdefault(eid, []).append((f, open_[1], n, open_[2], open_[3]))
+                open_ = None
+            elif ANY.search(line):
+                die(f"{f}:{n}: a malformed exercise marker (the forms are '// EXERCISE NN.k begin: what it is' "
+                    f"and '// EXERCISE NN.k end', each alone on its line): {line.strip()}")
+        if open_:
+            die(f"{f}:{open_[1]}: exercise {open_[0]} is never ended ('// EXERCISE {open_[0]} end')")
+    return regions
+
+
+# ---- the catalogue ------------------------------------------------------------------------------------
+
+def read_catalogue(root):
+    """{id: dict(id, chapter, title, minutes, points, tests [(binary, filter)], needs [], hints [], where)}"""
+    cat = {}
+    folder = os.path.join(root, "tests", "exercises")
+    if not os.path.isdir(folder):
+        die(f"no catalogue folder {folder}")
+    for name in sorted(os.listdir(folder)):
+        if not re.match(r"\d\d_.*\.txt$", name):
+            continue
+        ch = name[:2]
+        cur = None
+        path = os.path.join("tests", "exercises", name)
+        with open(os.path.join(folder, name), encoding="utf-8") as fh:
+            for n, line in enumerate(fh.read().split("\n"), 1):
+                where = f"{path}:{n}"
+                if not line.strip() or line.startswith("# "):
+                    continue
+                m = re.match(r"## (\d\d)\.(\d+): (.+)$", line)
+                if m:
+                    eid = f"{m[1]}.{m[2]}"
+                    if m[1] != ch:
+                        die(f"{where}: exercise {eid} is in chapter {ch}'s catalogue (its number must start with {ch})")
+                    if eid in cat:
+                        die(f"{where}: exercise {eid} is listed twice (also {cat[eid]['where']})")
+                    cur = cat[eid] = dict(id=eid, chapter=ch, title=m[3].strip(), minutes=0, points=0, tests=[],
+                                          needs=[], hints=[], where=where)
+                    continue
+                m = re.match(r"(minutes|points|test|needs|hint): (.+)$", line)
+                if not m or cur is None:
+                    die(f"{where}: not understood (a stanza is '## NN.k: title', then 'minutes: N', 'points: N', "
+                        f"'test: tests_NN FILTER', 'needs: NN.k ...', 'hint: ...'): {line}")
+                key, val = m[1], m[2].strip()
+                if key in ("minutes", "points"):
+                    if not val.isdigit() or int(val) == 0:
+                        die(f"{where}: {key} '{val}' must be a whole number > 0")
+                    cur[key] = int(val)
+                elif key == "test":
+                    parts = val.split(None, 1)
+                    if len(parts) != 2 or not re.match(r"tests_\d\d$", parts[0]):
+                        die(f"{where}: 'test: {val}' must be 'test: tests_NN FILTER'")
+                    if parts[0] not in (f"tests_{ch}", "tests_00"):
+                        die(f"{where}: 'test: {val}': chapter {ch} is graded by tests_{ch} or tests_00 only "
+                            "(grading a chapter never builds a later one)")
+                    if "," in parts[1]:
+                        die(f"{where}: 'test: {val}': doctest splits a filter at commas; use * instead")
+                    cur["tests"].append((parts[0], parts[1]))
+                elif key == "needs":
+                    cur["needs"] += val.split()
+                else:
+                    cur["hints"].append(val)
+        for e in cat.values():
+            if e["chapter"] == ch:
+                for key in ("minutes", "points"):
+                    if not e[key]:
+                        die(f"{e['where']}: exercise {e['id']} has no '{key}:' line")
+                if not e["tests"]:
+                    die(f"{e['where']}: exercise {e['id']} has no 'test:' line: nothing would grade it")
+    for e in cat.values():
+        for d in e["needs"]:
+            if d not in cat or cat[d]["chapter"] != e["chapter"]:
+                die(f"{e['where']}: 'needs: {d}' names no exercise of chapter {e['chapter']}")
+    return cat
+
+
+def load(root):
+    regions, cat = find_regions(root), read_catalogue(root)
+    for eid in regions:
+        if eid not in cat:
+            f, b = regions[eid][0][:2]
+            die(f"{f}:{b}: exercise {eid} has markers but no stanza in tests/exercises/{eid[:2]}_*.txt")
+    for eid, e in cat.items():
+        if eid not in regions:
+            die(f"{e['where']}: exercise {eid} has no '// EXERCISE {eid} begin: ...' region in the sources")
+    return regions, cat
+
+
+def chapter_dirs(root):
+    return {d[:2]: d for d in sorted(os.listdir(root)) if re.match(r"\d\d_", d) and os.path.isdir(os.path.join(root, d))}
+
+
+# ---- make: the student copy ---------------------------------------------------------------------------
+
+def stub_lines(eid, indent, title, tests):
+    covered = "; ".join(f"{b} '{f}'" for b, f in tests)
+    msg = f"exercise {eid} not done: {title}".replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    return [f"{indent}// TODO exercise {eid}: write this part (graded by {covered}; make grade CH={eid[:2]})",
+            f'{indent}FAIL("{msg}");']
+
+
+def make_copy(dest, chapters=None, only=None, with_build=None, force=False, quiet=False):
+    regions, cat = load(SRC)
+    chosen = sorted(e for e in cat if (only is None or e in only) and (chapters is None or cat[e]["chapter"] in chapters))
+    if only is not None and set(only) - set(cat):
+        die(f"no exercise {' '.join(sorted(set(only) - set(cat)))} in the catalogue (there are: {' '.join(sorted(cat))})")
+    dest = os.path.abspath(dest)
+    if os.path.realpath(dest) == os.path.realpath(SRC) or os.path.realpath(SRC).startswith(os.path.realpath(dest) + os.sep):
+        die(f"DIR={dest} is the source tree or above it: choose another folder")
+    if os.path.exists(dest) and os.listdir(dest):
+        if not force:
+            die(f"DIR={dest} exists and is not empty (a student's work?): remove it, or choose another DIR=")
+        shutil.rmtree(dest)
+    os.makedirs(dest, exist_ok=True)
+    t0 = time.time()
+    for f in tree_files(SRC):
+        os.makedirs(os.path.join(dest, os.path.dirname(f)), exist_ok=True)
+        shutil.copy2(os.path.join(SRC, f), os.path.join(dest, f))
+    if with_build and os.path.isdir(with_build):
+        # timestamps kept: only what a stub changes recompiles (the CI sweep's copies)
+        subprocess.run(["cp", "-a", with_build, os.path.join(dest, "build")], check=True)
+    by_file = {}
+    for eid in chosen:
+        for (f, b, e, indent, title) in regions[eid]:
+            by_file.setdefault(f, []).append((b, e, eid, indent, title))
+    for f, regs in by_file.items():
+        path = os.path.join(dest, f)
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().split("\n")
+        for b, e, eid, indent, title in sorted(regs, reverse=True):  # bottom up: line numbers stay valid
+            lines[b:e - 1] = stub_lines(eid, indent, title, cat[eid]["tests"])
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(lines))
+    blanked_chapters = sorted({cat[e]["chapter"] for e in chosen})
+    for ch in blanked_chapters:  # the mutation catalogues quote solution lines
+        for name in os.listdir(os.path.join(dest, "tests", "mutants")) if os.path.isdir(os.path.join(dest, "tests", "mutants")) else []:
+            if name.startswith(ch + "_") and name.endswith(".txt"):
+                os.remove(os.path.join(dest, "tests", "mutants", name))
+    with open(os.path.join(dest, ".pentatron-exercises"), "w") as fh:
+        fh.write(" ".join(chosen) + "\n")
+    write_handout(dest, chosen, regions, cat)
+    if not quiet:
+        print(f"exercises: wrote {dest} in {time.time() - t0:.0f} s: {len(chosen)} exercise(s) blanked"
+              + (f" ({' '.join(chosen)})" if chosen else "") + f"; the hand-out is {dest}/EXERCISES.md")
+        print(f"exercises: grade one chapter with: make grade CH=NN DIR={dest}")
+    return chosen
+
+
+def write_handout(dest, chosen, regions, cat):
+    dirs = chapter_dirs(SRC)
+    # the marker lines as they are in the copy (a stub is shorter than its solution: later lines move up)
+    here = find_regions(dest, files=sorted({r[0] for eid in chosen for r in regions[eid]}))
+    out = ["# Exercises", "",
+           "Each exercise below is a region of the code replaced by a stub that fails with \"exercise NN.k not",
+           "done\". Write the code between its two `EXERCISE` marker lines, then grade the chapter:", "",
+           "```sh", "make grade CH=NN          # from the instructor's tree: make grade CH=NN DIR=<this folder>",
+           "```", "", "Chapter NN's README explains what each exercise builds (its Exercises section).", ""]
+    for eid in chosen:
+        e = cat[eid]
+        out += [f"## {eid}: {e['title']}  ({e['minutes']} min, {e['points']} points)", ""]
+        out += [f"- where: " + ", ".join(f"`{f}` line {b}" for f, b, *_ in here.get(eid, regions[eid]))]
+        out += [f"- graded by: " + "; ".join(f"`{b}` test cases `{f}`" for b, f in e["tests"])]
+        if e["needs"]:
+            out += [f"- do first: {', '.join(e['needs'])} (its tests also run that code)"]
+        out += [f"- chapter: {dirs.get(e['chapter'], e['chapter'])}/README.md"]
+        out += [f"- hint: {h}" for h in e["hints"]] + [""]
+    with open(os.path.join(dest, "EXERCISES.md"), "w", encoding="utf-8") as fh:
+        fh.write("\n".join(out))
+
+
+# ---- grade ----------------------------------------------------------------------------------------------
+
+def make_opts(dest):
+    opts = ["make", "-C", dest, f"-j{os.cpu_count() or 2}", "BUILD=build"]
+    for v in ("CUDA", "MPI", "DEBUG", "ARCH"):
+        if os.environ.get(v):
+            opts.append(f"{v}={os.environ[v]}")
+    return opts
+
+
+def counts_of(log):
+    m = None
+    for m in re.finditer(r"^total: (\d+) passed, (\d+) failed, (\d+) skipped$", log, re.M):
+        pass
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def first_failure(log):
+    for pat in (r"exercise \d\d\.\d+ not done[^\n\"]*", r"FAILED: [^\n]*", r"ERROR: [^\n]*", r"hung[^\n]*"):
+        m = re.search(pat, log)
+        if m:
+            return m.group(0)[:200]
+    return ""
+
+
+def grade(ch, dest, timeout=300, as_json=False, quiet=False):
+    regions, cat = load(SRC)
+    exs = [cat[e] for e in sorted(cat) if cat[e]["chapter"] == ch]
+    if not exs:
+        die(f"chapter {ch} has no exercises (catalogue: tests/exercises/); chapters with exercises: "
+            f"{' '.join(sorted({e['chapter'] for e in cat.values()}))}")
+    dest = os.path.abspath(dest)
+    if not os.path.isfile(os.path.join(dest, "Makefile")):
+        die(f"DIR={dest} holds no copy of the tree (make exercises writes one)")
+    t0 = time.time()
+    # the instructor's tests, not the student's
+    for f in tree_files(SRC):
+        if f.startswith("tests/") and not f.startswith("tests/mutants/"):
+            os.makedirs(os.path.join(dest, os.path.dirname(f)), exist_ok=True)
+            shutil.copy2(os.path.join(SRC, f), os.path.join(dest, f))
+    binaries = sorted({b for e in exs for b, _ in e["tests"]})
+    env = dict(os.environ)
+    for v in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):
+        env.pop(v, None)  # the outer make's flags (CH, jobserver) are not this build's business
+    build = subprocess.run(make_opts(dest) + [f"build/bin/{b}" for b in binaries], env=env, capture_output=True, text=True)
+    build_error = ""
+    if build.returncode != 0:
+        errs = [l for l in (build.stdout + build.stderr).split("\n") if "error" in l]
+        build_error = (errs[0] if errs else (build.stdout + build.stderr).strip().split("\n")[-1])[:300]
+    rows = []
+    for e in exs:
+        row = dict(id=e["id"], title=e["title"], tests=[f"{b} {f}" for b, f in e["tests"]], points=e["points"],
+                   score=0, passed=False, counts=dict(passed=0, failed=0, skipped=0), why="", needs=e["needs"])
+        if build_error:
+            row["why"] = "does not build: " + build_error
+            rows.append(row)
+            continue
+        p = f = s = 0
+        why = ""
+        t = time.time()
+        for b in sorted({b for b, _ in e["tests"]}):
+            filt = ",".join(fl for bb, fl in e["tests"] if bb == b)
+            renv = dict(env, PENTA_TEST_CASES=filt, PENTA_TEST_TIMEOUT=str(timeout), BIN=os.path.join(dest, "build", "bin"))
+            r = subprocess.run(["bash", os.path.join(SRC, "scripts", "run_tests.sh"), os.path.join(dest, "build", "bin", b)],
+                               env=renv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+            log = r.stdout + r.stderr
+            c = counts_of(log)
+            if c is None:
+                f += 1
+                why = why or f"{b}: the runner printed no total (exit status {r.returncode})"
+                continue
+            p, f, s = p + c[0], f + c[1], s + c[2]
+            if c[1]:
+                why = why or f"{b}: " + first_failure(log)
+        row["counts"] = dict(passed=p, failed=f, skipped=s)
+        row["seconds"] = round(time.time() - t)
+        if f == 0 and p == 0:
+            why = "no test ran (the filters match nothing, or every test skipped)"
+        row["passed"] = f == 0 and p > 0
+        row["score"] = e["points"] if row["passed"] else 0
+        row["why"] = why
+        rows.append(row)
+    total, best = sum(r["score"] for r in rows), sum(r["points"] for r in rows)
+    result = dict(chapter=ch, dir=dest, exercises=rows, total=total, max=best, full_marks=total == best,
+                  seconds=round(time.time() - t0), timeout_per_run=timeout)
+    if as_json:
+        print(json.dumps(result, indent=1))
+    elif not quiet:
+        print(f"grade: chapter {ch} in {dest} (each test run limited to {timeout} s)")
+        print(f"{'exercise':<9} {'result':<6} {'points':>6}  tests (passed/failed/skipped)")
+        for r in rows:
+            c = r["counts"]
+            print(f"{r['id']:<9} {'pass' if r['passed'] else 'FAIL':<6} {r['score']:>2} / {r['points']:<2}  "
+                  f"{'; '.join(r['tests'])}  ({c['passed']}/{c['failed']}/{c['skipped']})")
+            if not r["passed"] and r["why"]:
+                print(f"{'':<9} why: {r['why']}")
+        print(f"total: {total} / {best} points ({time.time() - t0:.0f} s)")
+    return result
+
+
+# ---- check: markers, catalogue, and the mutation catalogue still applying --------------------------------
+
+def mutant_edits(root):
+    """[(where, file, text)] of every '-' text of tests/mutants/NN_*.txt (the format of run_mutants.sh)"""
+    out = []
+    folder = os.path.join(root, "tests", "mutants")
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if not re.match(r"\d\d_.*\.txt$", name):
+            continue
+        file, minus, start = None, None, 0
+        with open(os.path.join(folder, name), encoding="utf-8") as fh:
+            lines = fh.read().split("\n")
+        for n, line in enumerate(lines + [""], 1):
+            if line.startswith("-"):
+                if minus is None:
+                    minus, start = [], n
+                minus.append(line[1:])
+                continue
+            if minus is not None:
+                out.append((f"tests/mutants/{name}:{start}", file, "\n".join(minus)))
+                minus = None
+            if line.startswith("file: "):
+                file = line[6:]
+            elif line.startswith("## "):
+                file = None
+    return out
+
+
+def check():
+    regions, cat = load(SRC)
+    bad = 0
+    for where, f, text in mutant_edits(SRC):
+        try:
+            with open(os.path.join(SRC, f), encoding="utf-8") as fh:
+                n = fh.read().count(text)
+        except OSError:
+            n = -1
+        if n != 1:
+            bad += 1
+            print(f"check: {where}: the mutant's text occurs {n} times in {f} (must be once): "
+                  f"{text.splitlines()[0]!r} — did an exercise marker land inside it?")
+    chapters = sorted({e["chapter"] for e in cat.values()})
+    for ch in chapters:
+        n = [e for e in cat.values() if e["chapter"] == ch]
+        print(f"check: chapter {ch}: {len(n)} exercises, {sum(e['minutes'] for e in n)} min, "
+              f"{sum(e['points'] for e in n)} points: {' '.join(sorted(e['id'] for e in n))}")
+    missing = [ch for ch in chapter_dirs(SRC) if ch not in chapters or sum(1 for e in cat.values() if e["chapter"] == ch) < 2]
+    for ch in missing:
+        print(f"check: chapter {ch} ({chapter_dirs(SRC)[ch]}) has fewer than two exercises")
+    print(f"check: {len(cat)} exercises, {sum(len(r) for r in regions.values())} regions; "
+          f"{len(mutant_edits(SRC))} mutant edits checked, {bad} no longer apply")
+    return bad == 0 and not missing
+
+
+# ---- sweep: every exercise blanked alone, graded ---------------------------------------------------------
+
+def sweep(chapters=None, timeout=300, only=None):
+    """For every exercise: a copy with it alone blanked must compile, score 0 on it and full points on every
+    other exercise of its chapter that does not name it in needs:. And the untouched copy scores full marks."""
+    regions, cat = load(SRC)
+    build = os.environ.get("BUILD", "build")
+    build = build if os.path.isabs(build) else os.path.join(SRC, build)
+    chs = sorted({e["chapter"] for e in cat.values()} if not chapters else chapters)
+    ok = fails = 0
+    lines = []
+    t0 = time.time()
+    for ch in chs:
+        ids = sorted(e for e in cat if cat[e]["chapter"] == ch and (only is None or e in only))
+        for blank in [None] + ids:
+            tmp = tempfile.mkdtemp(prefix="penta_ex_")
+            try:
+                t = time.time()
+                make_copy(tmp, only=[blank] if blank else [], with_build=build, force=True, quiet=True)
+                res = grade(ch, tmp, timeout=timeout, quiet=True)
+                wrong = []
+                for r in res["exercises"]:
+                    want = not (blank and (r["id"] == blank or blank in r["needs"]))
+                    if r["passed"] != want:
+                        wrong.append(f"{r['id']} {'passed' if r['passed'] else 'failed'} ({r['why'][:150]})")
+                name = f"chapter {ch}, " + (f"{blank} blanked" if blank else "untouched")
+                verdict = "PASS" if not wrong else "FAIL"
+                line = (f"{verdict}: {name}: {res['total']}/{res['max']} points, {time.time() - t:.0f} s"
+                        + (f"; expected otherwise: {'; '.join(wrong)}" if wrong else ""))
+                print(f"sweep: {line}", flush=True)
+                lines.append(line)
+                ok, fails = (ok + 1, fails) if not wrong else (ok, fails + 1)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    print(f"sweep took {time.time() - t0:.0f} s")
+    print(f"{ok} passed, {fails} failed, 0 skipped")
+    return fails == 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make", help="write the student copy")
+    m.add_argument("--ch", default="", help="only chapter NN's exercises (default: every chapter's)")
+    m.add_argument("--only", default="", help="only these exercise ids, comma-separated")
+    m.add_argument("--dir", default="exercises")
+    m.add_argument("--with-build", default="", help="copy this build folder into the copy (timestamps kept)")
+    m.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    g = sub.add_parser("grade", help="grade one chapter of a student copy")
+    g.add_argument("--ch", required=True)
+    g.add_argument("--dir", default="exercises")
+    g.add_argument("--json", action="store_true")
+    g.add_argument("--timeout", type=int, default=int(os.environ.get("PENTA_GRADE_TIMEOUT", "300")))
+    sub.add_parser("check", help="markers, catalogue, and that every mutant edit still applies")
+    s = sub.add_parser("sweep", help="CI: every exercise blanked alone scores 0 on it, the rest full")
+    s.add_argument("--ch", default="")
+    s.add_argument("--only", default="")
+    s.add_argument("--timeout", type=int, default=int(os.environ.get("PENTA_GRADE_TIMEOUT", "300")))
+    a = ap.parse_args()
+    for v in ("ch",):
+        val = getattr(a, v, "")
+        if val and not re.match(r"^\d\d$", val):
+            die(f"CH={val}: a chapter is two digits (02, 10)")
+    if a.cmd == "make":
+        chosen = make_copy(a.dir, chapters=[a.ch] if a.ch else None, only=a.only.split(",") if a.only else None,
+                           with_build=a.with_build or None, force=a.force)
+        if a.ch and not chosen:
+            die(f"CH={a.ch}: chapter {a.ch} has no exercises")
+    elif a.cmd == "grade":
+        sys.exit(0 if grade(a.ch, a.dir, timeout=a.timeout, as_json=a.json)["full_marks"] else 1)
+    elif a.cmd == "check":
+        sys.exit(0 if check() else 1)
+    else:
+        sys.exit(0 if sweep([a.ch] if a.ch else None, timeout=a.timeout, only=a.only.split(",") if a.only else None) else 1)
+
+
+if __name__ == "__main__":
+    main()
