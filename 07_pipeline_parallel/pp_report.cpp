@@ -18,7 +18,9 @@ std::pair<double, std::string> bubble_formula(const PipelinePlan& P, const Logic
     switch (P.kind) {
         case PipeScheduleKind::afab:
         case PipeScheduleKind::one_f_one_b: return {pipeline_bubble_1f1b(p, m), "(p-1)/m"};
-        case PipeScheduleKind::interleaved: return {pipeline_bubble_interleaved(p, m, v), "(p-1)/(v·m)"};
+        case PipeScheduleKind::interleaved:
+            return {pipeline_bubble_interleaved(p, m, v),
+                    m % p ? "(p-1)/(v·m) for full rounds; a short last round idles more" : "(p-1)/(v·m)"};
         case PipeScheduleKind::zb1:
             return {pipeline_bubble_zb1(p, m, c.f, c.b, c.w),
                     c.w <= c.f && m >= p ? "(p-1)(F+B-W)/(m(F+B+W))" : "(p-1)(F+B-W)/(m(F+B+W)), for W <= F, m >= p only"};
@@ -33,9 +35,9 @@ int in_flight_formula(const PipelinePlan& P, int i) {
     switch (P.kind) {
         case PipeScheduleKind::afab: return pipeline_in_flight_afab(m);
         case PipeScheduleKind::one_f_one_b: return pipeline_in_flight_1f1b(p, i, m);
-        case PipeScheduleKind::interleaved: return pipeline_in_flight_interleaved(p, i, m, P.chunks);
+        case PipeScheduleKind::interleaved: return m % p ? -1 : pipeline_in_flight_interleaved(p, i, m, P.chunks);
         case PipeScheduleKind::zb1: return pipeline_in_flight_zb1(p, m);
-        case PipeScheduleKind::dualpipe: return m >= 2 * p ? pipeline_in_flight_dualpipe(p) : -1;
+        case PipeScheduleKind::dualpipe: return m >= 2 * p && m % 2 == 0 ? pipeline_in_flight_dualpipe(p) : -1;
     }
     return -1;
 }
@@ -80,10 +82,12 @@ void PipelineTraining::print_measured() {
     std::printf("  stage   logical (F=1 B=%g W=%g)  formula   | measured costs (F=1 B=%.2f W=%.2f)  formula | wall clock\n",
                 set.b, set.w, meas.b, meas.w);
     for (int r = 0; r < p; r++) {
-        const bool exact = P.kind != PipeScheduleKind::dualpipe && (P.kind != PipeScheduleKind::zb1 || (set.w <= set.f && m >= p));
+        // exact: AFAB, 1F1B, interleaved with full rounds, ZB-H1 for W <= F and m >= p; a bound for the others
+        const bool exact = P.kind != PipeScheduleKind::dualpipe && (P.kind != PipeScheduleKind::zb1 || (set.w <= set.f && m >= p)) &&
+                           (P.kind != PipeScheduleKind::interleaved || m % p == 0);
         const bool ok = exact ? std::abs(L.bubble(r) - f_set) < 1e-9 : L.bubble(r) <= f_set + 1e-9;
         std::printf("  %5d   %22.4f  %7.4f %-11s | %34.4f  %7.4f | %10.4f\n", r, L.bubble(r), f_set,
-                    exact ? mark(ok).c_str() : (ok ? "(below)" : "(ABOVE)"), LM.bubble(r), f_meas, wall[r]);
+                    exact ? mark(ok).c_str() : (ok ? "(below)" : P.kind == PipeScheduleKind::interleaved ? "(above)" : "(ABOVE)"), LM.bubble(r), f_meas, wall[r]);
     }
     if (P.kind == PipeScheduleKind::zb1 && meas.w > meas.f)
         std::printf("  (measured W > F: a deferred W no longer fits where 1F1B idles, and ZB-H1's formula stops holding)\n");

@@ -11,8 +11,6 @@ expect_needs_mpi "bad inputs test (chapter 07)"
 EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 2 "$BIN/07_pipeline_parallel" <<'EOF2'
 --pp 2 --pp-schedule gpipe                              | --pp-schedule 'gpipe' must be afab, 1f1b, interleaved, zb1 or dualpipe
 --pp 2 --pp-chunks 2                                    | --pp-chunks 2: only --pp-schedule interleaved gives a stage several model chunks
---pp 2 --pp-schedule interleaved --pp-chunks 2 --grad-accum 3 | --grad-accum 3) must be a multiple of 2 (Megatron-LM's rule
---pp 2 --pp-schedule dualpipe --grad-accum 3            | --pp-schedule dualpipe sends half the micro-batches each way: --grad-accum 3 must be even
 --pp 2 --pp-layers 3,2                                  | --pp-layers adds up to 5 layers; the model has 4
 --pp 2 --pp-layers 2,x                                  | --pp-layers '2,x': each entry must be a number of layers >= 1
 --pp 2 --pp-layers 1,1,2                                | --pp-layers lists 3 stages; the pipeline has 2 virtual stages
@@ -27,7 +25,6 @@ EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 2 "$BIN/07_pipeline_parallel" <<'EOF2'
 --pp 1                                                  | --dp 1 × --pp 1 × --cp 1 × --tp 1 = 1 ranks, but the job has 2
 EOF2
 EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 4 "$BIN/07_pipeline_parallel" <<'EOF2'
---pp 4 --pp-schedule dualpipe --grad-accum 4            | --grad-accum 4 must be even and at least 2·pp - 2 = 6
 --pp 2 --tp 2 --sp --micro-batch 1 --seq 15             | --sp splits the --micro-batch 1 × --seq 15 = 15 tokens of a micro-batch into --tp 2 equal blocks
 --pp 2 --tp 3                                           | --tp 3
 EOF2

@@ -121,7 +121,10 @@ void check_pp_trains_like_one_rank(const PpLayout& L, int steps, double rtol) {
         CHECK(run.forward_bytes > 0);
     }
     if (L.schedule == "zb1") CHECK(run.peak_in_flight == pipeline_in_flight_zb1(p, m));
-    if (L.schedule == "interleaved") CHECK(run.peak_in_flight == pipeline_in_flight_interleaved(p, i, m, L.chunks));
+    if (L.schedule == "interleaved") {  // a short last round runs some backwards early: fewer
+        if (m % p == 0) CHECK(run.peak_in_flight == pipeline_in_flight_interleaved(p, i, m, L.chunks));
+        else CHECK(run.peak_in_flight <= pipeline_in_flight_interleaved(p, i, m, L.chunks));
+    }
 }
 
 }  // namespace penta::pp_testing

@@ -1,6 +1,6 @@
 // test_pp.cpp — chapter 07, training: N steps of pipeline-parallel training equal one rank training the same
 // global batch (losses, grad norms, final weights) for pp 2 and pp 4 under every schedule with m = p, 2p and an odd
-// m (where the schedule takes it), an uneven layer split, a tied model (`small`: the last stage's replica of the
+// m (interleaved v = 2 with a short last round, DualPipe played for odd or few micro-batches), an uneven layer split, a tied model (`small`: the last stage's replica of the
 // table stays equal to the first stage's), interleaved with v = 2, pp 2 × dp 2 (all-reduce, ZeRO-1, ZeRO-2) and
 // pp 2 × tp 2 (with and without SP); ZB-H1's B-then-W-later gives bitwise 1F1B's fused gradients; the Chrome trace
 // is valid JSON in the trace event format.
@@ -24,17 +24,15 @@ namespace {
 constexpr int kSteps = 2;
 constexpr double kRtol = 2e-4;
 
-// every schedule on p stages with m micro-batches, where the schedule takes m (interleaved: m a multiple of p;
-// DualPipe: m even and >= 2p - 2), with the layers the schedule needs
+// every schedule on p stages with m micro-batches (interleaved with v = 2; DualPipe played where m is odd or below
+// 2p - 2), with the layers the schedule needs
 void check_every_schedule(int p, int m) {
     for (const char* s : {"afab", "1f1b", "zb1", "interleaved", "dualpipe"}) {
         PpLayout L;
         L.pp = p, L.grad_accum = m, L.schedule = s, L.micro_batch = 1;
         if (L.schedule == "interleaved") {
-            if (m % p) continue;
             L.chunks = 2, L.n_layers = 2 * p;
         }
-        if (L.schedule == "dualpipe" && (m % 2 || m < 2 * p - 2)) continue;
         check_pp_trains_like_one_rank(L, kSteps, kRtol);
     }
 }
