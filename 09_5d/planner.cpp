@@ -387,11 +387,17 @@ std::vector<int> divisors(int n) {
         if (n % i == 0) d.push_back(i);
     return d;
 }
+int moving_parts(const Layout& L) { return L.grid.cp * L.grid.pp * L.chunks * L.grid.ep * L.grid.tp; }
 bool better(const Candidate& a, const Candidate& b) {
     if (a.fits != b.fits) return a.fits;                          // step 1: fit memory
     if (a.reaches_batch != b.reaches_batch) return a.reaches_batch;  // step 2: reach the global batch
     if (!a.fits) return a.worst.total() < b.worst.total();        // neither fits: the closest first
-    if (a.time.tokens_per_s != b.time.tokens_per_s) return a.time.tokens_per_s > b.time.tokens_per_s;  // step 3
+    // step 3: throughput, in steps of 0.5% (closer than that is within the model's noise), then the simpler
+    // layout (fewer axes that cut the sequence or the depth), then the one with more memory to spare
+    const long qa = std::lround(std::log(a.time.tokens_per_s) / std::log(1.005));
+    const long qb = std::lround(std::log(b.time.tokens_per_s) / std::log(1.005));
+    if (qa != qb) return qa > qb;
+    if (moving_parts(a.layout) != moving_parts(b.layout)) return moving_parts(a.layout) < moving_parts(b.layout);
     return a.worst.total() < b.worst.total();
 }
 }  // namespace
