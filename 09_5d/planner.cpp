@@ -77,7 +77,7 @@ struct Slice {
     int64_t expert_numel = 0;            // experts (cut over edp = dp · cp / ep)
     int64_t embedding = 0, vocab_rows = 0;
     int64_t layers = 0, moe_layers = 0;
-    bool head = false;
+    bool head = false, runs_embedding = false;  // (a tied table's replica on the last stage runs no embedding)
     std::vector<std::pair<int64_t, bool>> chunks;  // per model chunk: its layers, whether it ends in the head
 };
 
@@ -94,6 +94,7 @@ Slice model_slice(const Job& job, const Layout& L, const GridCoords& c) {
     s.embedding = pl.units.front().numel;
     s.vocab_rows = pl.vocab_rows;
     s.head = pl.slice.has_head;
+    s.runs_embedding = pl.slice.has_embedding;
     for (int k = 0; k < pl.slice.chunks(); k++) {
         const LayerRange r = pl.slice.chunk(k);
         s.layers += r.end - r.begin;
@@ -261,7 +262,7 @@ RankPrediction predict_rank(const Job& job, const Machine& m, const Layout& L, i
         const double ar = 2.0 * (g.tp - 1) / g.tp;  // a ring all-reduce's bytes per byte of buffer
         const double rerun = L.recompute == Recompute::full ? 1.5 : 1.0;
         double per_mb = (double)s.layers * (double)r.tp_layer_bytes * rerun;
-        if (s.embedding > 0) per_mb += ar * (double)(Nt * h * eb);
+        if (s.runs_embedding) per_mb += ar * (double)(Nt * h * eb);
         if (s.head) per_mb += ar * (double)(Nt * h * eb) + ar * (double)(3 * Nt * 4);
         if (L.sp) per_mb += ar * (double)((2 * s.layers + (s.head ? 1 : 0)) * h * eb);
         r.bytes.tp = (double)mb * per_mb;
@@ -272,6 +273,14 @@ RankPrediction predict_rank(const Job& job, const Machine& m, const Layout& L, i
                                  : zero_step_bytes(L.zero, s.numel, s.embedding, c.tied_embeddings, mb, K, eb);
     }
     r.bytes.pp = pipeline_stage_bytes(pipeline_sends(L, r.coords.pp), Nr, h, eb);
+    // a tied table held by the first stage and (as a replica) by the last: their gradients are summed over the
+    // pair once per step (pipeline_replicas.hpp), an all-reduce of two, over what this rank's optimizer holds
+    const int p = g.pp, st = r.coords.pp;
+    if (p > 1 && c.tied_embeddings && (st == 0 || st == p - 1) && std::min(st, p - 1 - st) != std::max(st, p - 1 - st)) {
+        const int64_t E = s.embedding;
+        const int64_t held = L.zero == 0 ? E : E / K + (d < E % K ? 1 : 0);
+        r.bytes.pp += (double)(held * eb);
+    }
     const int64_t passes = L.recompute == Recompute::full ? 2 : 1;  // full recomputation reruns the ring forward
     r.bytes.cp = (double)(s.layers * mb) *
                  (cp_ring_layer_bytes(g.cp, L.micro_batch, job.seq, c.n_kv_heads / g.tp, c.head_dim(), eb) +
@@ -409,7 +418,7 @@ std::vector<Candidate> enumerate_and_rank(const Job& job, const Machine& m, int 
     for (int tp : divisors(world))
         for (int pp : divisors(world / tp))
             for (int cp : divisors(world / tp / pp)) {
-                if (cp > space.max_cp) continue;
+                if (cp > space.max_cp || (cp > 1 && job.seq < space.cp_min_seq)) continue;
                 const int dp = world / tp / pp / cp;
                 for (int ep : moe ? divisors(dp * cp) : std::vector<int>{1})
                     for (int64_t mbs : space.micro_batch) {

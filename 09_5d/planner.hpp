@@ -133,6 +133,10 @@ struct SearchSpace {
     std::vector<Recompute> recompute = {Recompute::none, Recompute::selective, Recompute::full};
     std::vector<int64_t> micro_batch = {1, 2, 4, 8};
     int max_cp = 8;
+    // the playbook's step 1 brings context parallelism in for long sequences only: below this many tokens per
+    // sequence, cp stays 1 (our time model does not charge CP's smaller per-rank matmuls, so it would otherwise
+    // use cp as a free way to get more pipeline micro-batches out of the same global batch)
+    int64_t cp_min_seq = 16384;
     bool allow_cross_node_tp = false;
 };
 // Every legal layout on `world` GPUs (check_layout passes), evaluated, ranked: those that fit before those

@@ -49,7 +49,7 @@ void print_rank(const Job& job, const Machine& m, const Layout& L) {
 int run(int argc, char** argv) {
     std::string model = "llama3-8b", machine = "h100", precision = "bf16", recompute = "none", schedule = "1f1b";
     std::string kernel = "flash";
-    int64_t gpus = 64, gpn = 0, seq = 4096, global_batch = 256, top = 15;
+    int64_t gpus = 64, gpn = 0, seq = 4096, global_batch = 256, top = 15, cp_min_seq = 16384;
     int64_t dp = 0, tp = 0, pp = 0, cp = 0, ep = 0, zero = 0, micro_batch = 1, grad_accum = 0, chunks = 1;
     float mem_gb = 0, intra = 0, inter = 0, tflops = 0, eff = 0;
     bool sp = false, cross_tp = false;
@@ -71,6 +71,7 @@ int run(int argc, char** argv) {
     f.add("attention", &kernel, "naive | flash: the kernel whose saved tensors are counted");
     f.add("top", &top, "rows of the ranked table");
     f.add("allow-cross-node-tp", &cross_tp, "consider tp groups larger than a node");
+    f.add("cp-min-seq", &cp_min_seq, "ranking: consider --cp > 1 only from this sequence length on (the playbook: CP is for long sequences)");
     f.add("dp", &dp, "evaluate one layout: its data-parallel degree (0: rank every layout)");
     f.add("tp", &tp, "that layout's tensor-parallel degree (default 1)");
     f.add("pp", &pp, "... pipeline stages (default 1)");
@@ -110,9 +111,11 @@ int run(int argc, char** argv) {
     job.kernel = parse_attention_kernel(kernel);
     CHECK(seq <= job.model.max_seq || job.model.max_seq == 0, "--seq %lld > the model's max_seq %lld", (long long)seq,
           (long long)job.model.max_seq);
-    std::printf("model %s: %.2fB parameters (%.2fB active), %lld layers, h %lld; %lld GPUs (%s: %d per node, %.0f GB, "
-                "%.0f TFLOP/s x %.2f, NVLink %.0f GB/s, IB %.0f GB/s); seq %lld, global batch %lld sequences (%.2fM tokens), %s\n",
-                job.model.name.c_str(), job.model.n_params() / 1e9, job.model.n_active_params() / 1e9,
+    auto count = [](double n) { return n >= 1e9 ? strfmt("%.2fB", n / 1e9) : strfmt("%.2fM", n / 1e6); };
+    std::printf("model %s: %s parameters (%s active), %lld layers, h %lld; %lld GPUs (%s: %d per node, %.0f GB, "
+                "%.3g TFLOP/s x %.2f, NVLink %.0f GB/s, IB %.0f GB/s); seq %lld, global batch %lld sequences (%.3gM tokens), %s\n",
+                job.model.name.c_str(), count((double)job.model.n_params()).c_str(),
+                count((double)job.model.n_active_params()).c_str(),
                 (long long)job.model.n_layers, (long long)job.model.hidden, (long long)gpus, m.name.c_str(),
                 m.gpus_per_node, m.gpu_memory / 1e9, m.peak_flops / 1e12, m.efficiency, m.intra_bw / 1e9,
                 m.inter_bw / 1e9, (long long)seq, (long long)global_batch, seq * global_batch / 1e6, precision_name(job.precision));
@@ -140,6 +143,7 @@ int run(int argc, char** argv) {
     }
     SearchSpace space;
     space.allow_cross_node_tp = cross_tp;
+    space.cp_min_seq = cp_min_seq;
     const std::vector<Candidate> ranked = enumerate_and_rank(job, m, (int)gpus, space);
     std::printf("%zu legal layouts; the first %lld:\n", ranked.size(), (long long)std::min<int64_t>(top, ranked.size()));
     std::printf("%s\n", format_table(ranked, (size_t)top).c_str());

@@ -101,7 +101,10 @@ Measured measure_pipeline(const LlamaConfig& cfg, const Layout& L, int64_t seq) 
         Trainer trainer = parts.trainer();
         const BatchPlan plan = data_parallel_plan(tc, grid.dp());
         training_step(trainer, data, 0, plan, kAdamW.lr, kClip);
+        const double pair_before = parts.replicas ? parts.replicas->bytes() : 0.0;
         out.bytes = traffic(grid, [&] { training_step(trainer, data, 1, plan, kAdamW.lr, kClip); });
+        // a tied table's two copies (first and last stage) are summed on a pair split from the pp group
+        if (parts.replicas) out.bytes.pp += parts.replicas->bytes() - pair_before;
         out.state = state_now() - before;
         const PipelineStepRecord& last = parts.executor->last_step();
         for (const PipeOpRecord& r : last.ops)
@@ -124,7 +127,7 @@ void check_layout_prediction(const LlamaConfig& cfg, const Layout& L, int64_t se
     const RankPrediction p = predict_rank(job, m, L, rank);
     const Measured got = L.grid.pp > 1 ? measure_pipeline(cfg, L, seq) : measure_flat(cfg, L, seq);
     if (rank == 0)
-    MESSAGE(L.str() << " rank " << rank << ": state " << got.state.total() << " B (predicted " << p.state.total()
+    MESSAGE(L.str() << std::string(cfg.tied_embeddings ? " tied" : "") << " rank " << rank << ": state " << got.state.total() << " B (predicted " << p.state.total()
                     << "), activations " << got.activations << " B (predicted " << p.activations << "), bytes dp "
                     << got.bytes.dp << "/" << p.bytes.dp << " tp " << got.bytes.tp << "/" << p.bytes.tp << " pp "
                     << got.bytes.pp << "/" << p.bytes.pp << " cp " << got.bytes.cp << "/" << p.bytes.cp);
@@ -168,12 +171,14 @@ TEST_SUITE("ch09 np4") {
         check_layout_prediction(model(2), layout(2, 1, 1, 2, 2, false), 16);
         check_layout_prediction(model(2), layout(1, 2, 1, 2, 0, true), 16);
     }
-    TEST_CASE("planner = measured: pp 2 × dp 2 ZeRO-1 (1F1B), pp 2 × tp 2 + sp, pp 4 AFAB, pp 2 interleaved") {
+    TEST_CASE("planner = measured: pp 2 × dp 2 ZeRO-1 (1F1B), pp 2 × tp 2 + sp, both tied, pp 4 AFAB, pp 2 interleaved") {
         check_layout_prediction(model(4), layout(2, 1, 2, 1, 1, false), 8);
         check_layout_prediction(model(4), layout(1, 2, 2, 1, 0, true), 8);
         Layout afab = layout(1, 1, 4, 1, 0, false);
         afab.schedule = PipeScheduleKind::afab;
         check_layout_prediction(model(4), afab, 8);
+        check_layout_prediction(model(4, true), layout(2, 1, 2, 1, 1, false), 8);  // tied: the table's pair sum
+        check_layout_prediction(model(4, true), layout(1, 2, 2, 1, 0, true), 8);
         Layout inter = layout(2, 1, 2, 1, 0, false);
         inter.schedule = PipeScheduleKind::interleaved, inter.chunks = 2;
         check_layout_prediction(model(4), inter, 8);
