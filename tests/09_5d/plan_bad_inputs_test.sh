@@ -3,12 +3,20 @@
 # model, the sizes, and a layout given by flags that breaks a rule (tp across nodes, ZeRO-3 with pp, sp without
 # tp, a grid that is not the GPU count, cp that does not cut the sequence). Each row runs build/bin/09_5d_plan
 # (one process, no mpirun) and must exit non-zero, not by a signal, within 20 s, naming the flag and the rule
-# (tests/expect_fail.sh); a control run ranks a small job and says why its first layout wins. `make test CH=09`.
+# (tests/expect_fail.sh); control runs rank a small job, saying why its first layout wins, and read a Hugging Face
+# config.json. `make test CH=09`.
 #   bash tests/09_5d/plan_bad_inputs_test.sh     (BIN: the programs' folder)
 set -uo pipefail
 source "$(dirname "$0")/../expect_fail.sh"
 
 echo '{"hidden_size": 64}' > "$TMP/config.json"
+mkdir -p "$TMP/llama"  # Llama 3 8B's Hugging Face config.json keys: the planner must read it as the preset
+cat > "$TMP/llama/config.json" <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+ "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+ "max_position_embeddings": 8192, "rope_theta": 500000.0, "rms_norm_eps": 1e-05, "tie_word_embeddings": false,
+ "hidden_act": "silu"}
+JSON
 EXPECT_JOBS=2 expect_table 20 "$BIN/09_5d_plan" <<'EOF'
 --machine a100                                  | --machine a100: unknown machine; choose one of h100, h200, cpu
 --model llama9                                  | unknown model preset 'llama9'
@@ -29,4 +37,6 @@ EXPECT_JOBS=2 expect_table 20 "$BIN/09_5d_plan" <<'EOF'
 EOF
 expect_ok "a small job ranked, and why the first layout wins" 60 "step 3, maximise throughput" \
     "$BIN/09_5d_plan" --model smollm-135m --machine h100 --gpus 8 --seq 2048 --global-batch 64 --top 3
+expect_ok "a Hugging Face config.json folder read as the model (8.03B, as the llama3-8b preset)" 60 "8.03B parameters" \
+    "$BIN/09_5d_plan" --model "$TMP/llama" --machine h200 --gpus 16 --global-batch 64 --top 2
 expect_summary
