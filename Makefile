@@ -155,6 +155,18 @@ $(BIN)/tests_00: $(OBJ)/tests/test_main.o $(call testcases,00) $(call helpers,00
 $(BIN)/bench_%: $(OBJ)/bench/%.o $(call concepts_upto,$(LAST)) $(LIB) $(BUILD)/variant.$(VARIANT)
 	$(LINK)
 
+# chapter 09's layout planner (09_5d/PLANNER.md): its command line + the concept objects of chapters <= 09;
+# built by `all`, and by `make test` when chapter 09 is tested (its bad-flags script runs it)
+PLAN_BIN := $(if $(wildcard 09_5d/plan/main.cpp 09_5d/train.cpp),$(BIN)/09_5d_plan,)
+ifneq ($(PLAN_BIN),)
+all: $(PLAN_BIN)
+$(PLAN_BIN): $(OBJ)/09_5d/plan/main.o $(call concepts_upto,09) $(LIB) $(BUILD)/variant.$(VARIANT)
+	$(LINK)
+ifeq ($(filter-out 09,$(CH)),)
+test: $(PLAN_BIN)
+endif
+endif
+
 # mpirun as root needs --allow-run-as-root, more ranks than cores --oversubscribe; one BLAS thread per rank
 MPIRUN := mpirun $(if $(filter 0,$(shell id -u)),--allow-run-as-root,) --oversubscribe --bind-to none \
           -x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1

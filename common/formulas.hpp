@@ -161,6 +161,24 @@ constexpr ModelStateBytes zero_model_state_bytes_bf16_mixed(int stage, int64_t p
             8 * (stage >= 1 ? part : psi)};
 }
 
+// The same in bf16 mixed precision with this code's uneven shards (S = zero_shard_numel(...)): bf16 weights and
+// grads (2 bytes), the fp32 master copy and Adam's two fp32 moments (4 + 8) on the optimizer's shard:
+//   stage 0: 2Ψ + 2Ψ + 12Ψ   ZeRO-1: 2Ψ + 2Ψ + 12S   ZeRO-2: 2Ψ + 2S + 12S   ZeRO-3: 2S + 2S + 12S
+// (zero_model_state_bytes_bf16_mixed is the playbook's closed form, Ψ/N for S.)
+constexpr ModelStateBytes zero_model_state_bytes_bf16(int stage, int64_t psi, int64_t S) {
+    return {2 * (stage >= 3 ? S : psi), 2 * (stage >= 2 ? S : psi), 4 * (stage >= 1 ? S : psi),
+            8 * (stage >= 1 ? S : psi)};
+}
+
+// Context parallelism's ring attention (06_context_parallel/ring_attention.hpp), bytes one rank sends per layer
+// and micro-batch: its K and V block M = 2 · b · (s / cp) · n_kv · d · elem goes round the ring, cp - 1 hops in
+// forward, and in backward again with its dK/dV, which travel one hop more: (cp - 1) M + (2 cp - 1) M.
+// n_kv: this rank's kv heads (n_kv / tp under TP).
+constexpr double cp_ring_layer_bytes(int64_t cp, int64_t b, int64_t s, int64_t nkv, int64_t d, int64_t elem = 4) {
+    const double M = 2.0 * (double)b * (double)(s / cp) * (double)(nkv * d * elem);
+    return cp > 1 ? (double)(cp - 1) * M + (double)(2 * cp - 1) * M : 0.0;
+}
+
 // Bytes one rank sends per optimizer step under ZeRO, by the ring accounting of comm.hpp (each collective
 // counts (N-1)/N of its buffer). Write P = (N-1)/N · elem_bytes · Ψ, A = grad_accum:
 //   ZeRO-1  reduce-scatter of the gradients once + all-gather of the updated weights        2P
