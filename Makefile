@@ -4,7 +4,7 @@
 #   make test         install missing packages, build everything, run every test (suites "chNN npK" on K ranks)
 #   make test CH=NN   build and test only what chapter NN rests on: common/'s tests (ch00) and chapter NN's
 #   make mutants [CH=NN]  the mutation harness: every known-wrong variant in tests/mutants/ must fail the tests
-#   make run          the main job on its embedded default
+#   make run          the 5D trainer on NP=8 CPU ranks (dp 2 x tp 2 x pp 2, 1F1B) learning the addition task
 #   make bench        benchmarks that print figures (GEMM, attention, training throughput)
 #   make clean
 # Options: CUDA=auto|0|1   ARCH="80 90" (SM versions)   MPI=1|0 (0: single-rank build without MPI)
@@ -179,8 +179,11 @@ mutants: $(TEST_DEPS)
 	@BIN=$(BIN) MPI=$(MPI) BUILD=$(BUILD) CUDA=$(CUDA) DEBUG=$(DEBUG) ARCH="$(ARCH)" \
 	 bash tests/mutants/run_mutants.sh $(CH)
 
-run: all
-	$(MPIRUN) -np 1 $(BIN)/01_single_gpu --model small
+# the 5D trainer (chapter 09) on NP = 8 CPU ranks: dp 2 x tp 2 x pp 2, 1F1B, learning the addition task with
+# chapter 01's global batch (2 x 4 micro-batches x dp 2 = 16 sequences); RUN_FLAGS="..." adds or overrides flags
+run: $(BIN)/09_5d
+	$(MPIRUN) -np $(NP) $(BIN)/09_5d --dp 2 --tp 2 --pp 2 --pp-schedule 1f1b --micro-batch 2 --grad-accum 4 \
+	    --steps 300 --log-every 25 $(RUN_FLAGS)
 
 bench: all
 	@BIN=$(BIN) bash scripts/run_bench.sh
