@@ -7,7 +7,7 @@
 #   make exercises [CH=NN] [DIR=exercises]  a student copy: every exercise region (tests/exercises/) a stub
 #   make grade CH=NN [DIR=exercises] [JSON=1]  build and grade chapter NN's exercises in the copy
 #   make grade-all        every exercise blanked alone must score 0, the rest full marks (CI; docs/INSTRUCTORS.md)
-#   make run          the main job on its embedded default
+#   make run          the 5D trainer on NP=8 CPU ranks (dp 2 x tp 2 x pp 2, 1F1B) learning the addition task
 #   make bench        benchmarks that print figures (GEMM, attention, training throughput)
 #   make clean
 # Options: CUDA=auto|0|1   ARCH="80 90" (SM versions)   MPI=1|0 (0: single-rank build without MPI)
@@ -211,8 +211,11 @@ grade-all: $(TEST_DEPS)
 	@BUILD=$(BUILD) MPI=$(MPI) CUDA=$(CUDA) DEBUG=$(DEBUG) ARCH="$(ARCH)" \
 	 python3 tools/exercises.py sweep $(if $(CH),--ch $(CH),) $(if $(TIMEOUT),--timeout $(TIMEOUT),)
 
-run: all
-	$(MPIRUN) -np 1 $(BIN)/01_single_gpu --model small
+# the 5D trainer (chapter 09) on NP = 8 CPU ranks: dp 2 x tp 2 x pp 2, 1F1B, learning the addition task with
+# chapter 01's global batch (2 x 4 micro-batches x dp 2 = 16 sequences); RUN_FLAGS="..." adds or overrides flags
+run: $(BIN)/09_5d
+	$(MPIRUN) -np $(NP) $(BIN)/09_5d --dp 2 --tp 2 --pp 2 --pp-schedule 1f1b --micro-batch 2 --grad-accum 4 \
+	    --steps 300 --log-every 25 $(RUN_FLAGS)
 
 bench: all
 	@BIN=$(BIN) bash scripts/run_bench.sh

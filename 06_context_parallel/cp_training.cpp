@@ -18,12 +18,21 @@ bool parse_context_parallel_flags(int argc, char** argv, TrainConfig& cfg, Conte
     cfg.register_flags(flags);
     cfg.register_parallel_flags(flags);
     flags.add("zero", &cpf.zero, "ZeRO over the dp x cp group (chapter 03): 1, 2 or 3; 0 plain all-reduce");
-    flags.add("cp-shard", &cpf.shard, "which tokens a cp rank holds: zigzag (chunks r and 2cp-1-r of 2cp, causal work "
-              "balanced) | contiguous (chunk r of cp)");
-    flags.add("cp-attn", &cpf.attn, "ring (K/V passed around the ring, overlapped) | allgather (all K/V at once)");
+    register_context_parallel_flags(flags, cpf);
     if (!flags.parse(argc, argv)) return false;
     cfg.validate();
     if (cpf.zero != 0) parse_zero_stage(cpf.zero);
+    check_context_parallel_flags(cfg, cpf);
+    return true;
+}
+
+void register_context_parallel_flags(Flags& flags, ContextParallelFlags& cpf) {
+    flags.add("cp-shard", &cpf.shard, "which tokens a cp rank holds: zigzag (chunks r and 2cp-1-r of 2cp, causal work "
+              "balanced) | contiguous (chunk r of cp)");
+    flags.add("cp-attn", &cpf.attn, "ring (K/V passed around the ring, overlapped) | allgather (all K/V at once)");
+}
+
+void check_context_parallel_flags(const TrainConfig& cfg, const ContextParallelFlags& cpf) {
     const CpShard shard = parse_cp_shard(cpf.shard);
     parse_cp_attn(cpf.attn);
     ContextSharder((int)cfg.cp, 0, shard).check_seq(cfg.seq);  // names --seq and the rule
@@ -36,7 +45,6 @@ bool parse_context_parallel_flags(int argc, char** argv, TrainConfig& cfg, Conte
           "--sp: the evaluation runs %ld whole sequences of --seq %ld = %ld tokens on every cp rank, which --tp %ld "
           "must divide as well (or --eval-every 0)", (long)kEvalRows, (long)cfg.seq, (long)(kEvalRows * cfg.seq),
           (long)cfg.tp);
-    return true;
 }
 
 std::shared_ptr<ContextParallelAttention> make_context_attention(ParallelGrid& grid, CpShard shard, CpAttn attn,

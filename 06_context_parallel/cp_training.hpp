@@ -27,6 +27,10 @@ struct ContextParallelFlags {
 // registers chapter 01's flags, the parallel ones and CP's, parses and validates them (the sequence rule
 // of --cp-shard included). False when --help was given.
 bool parse_context_parallel_flags(int argc, char** argv, TrainConfig& cfg, ContextParallelFlags& cpf);
+// CP's own flags (--cp-shard, --cp-attn) on a parser, and their rules (the names, --seq against the shards, --sp's
+// token blocks): what chapter 09's program shares with this one
+void register_context_parallel_flags(Flags& flags, ContextParallelFlags& cpf);
+void check_context_parallel_flags(const TrainConfig& cfg, const ContextParallelFlags& cpf);
 
 // the attention core of this rank's cp group, for ModelOptions::attention_core
 std::shared_ptr<ContextParallelAttention> make_context_attention(ParallelGrid& grid, CpShard shard, CpAttn attn,

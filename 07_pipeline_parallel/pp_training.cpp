@@ -22,15 +22,10 @@ bool parse_pipeline_flags(int argc, char** argv, TrainConfig& cfg, PipelineFlags
     cfg.register_parallel_flags(flags);
     flags.add("zero", &pf.zero, "ZeRO over each stage's dp group (chapter 03): 1 or 2 (3 is refused with a pipeline); "
               "0 plain all-reduce");
-    flags.add("pp-schedule", &pf.schedule, "afab (GPipe) | 1f1b | interleaved (--pp-chunks) | zb1 (ZB-H1) | dualpipe");
-    flags.add("pp-chunks", &pf.chunks, "model chunks per stage for --pp-schedule interleaved (v)");
-    flags.add("pp-layers", &pf.layers, "layers per virtual stage, as in 3,3,2 (--pp × --pp-chunks numbers; default even)");
-    flags.add("pp-cost-b", &pf.cost_b, "the logical clock's B (input-gradient pass) in units of F");
-    flags.add("pp-cost-w", &pf.cost_w, "the logical clock's W (weight-gradient pass) in units of F; BW = B + W");
-    flags.add("trace", &pf.trace, "write the run's timeline as a Chrome trace to this file (open it in ui.perfetto.dev)");
+    register_pipeline_flags(flags, pf);
     if (!flags.parse(argc, argv)) return false;
     cfg.validate();
-    parse_pipe_schedule(pf.schedule);
+    check_pipeline_flags(cfg, pf);
     CHECK(cfg.cp == 1 && cfg.ep == 1,
           "--cp %ld --ep %ld: context and expert parallelism are chapters 06 and 08 (all five together: chapter 09); "
           "this program combines --pp with --dp, --tp and --sp", (long)cfg.cp, (long)cfg.ep);
@@ -43,13 +38,27 @@ bool parse_pipeline_flags(int argc, char** argv, TrainConfig& cfg, PipelineFlags
     CHECK(cfg.eval_every == 0,
           "--eval-every %ld: the held-out evaluation runs the whole model on every rank, and here its layers are "
           "spread over the --pp stages: pass --eval-every 0 (this program's default)", (long)cfg.eval_every);
-    CHECK(pf.chunks >= 1, "--pp-chunks %ld must be >= 1", (long)pf.chunks);
-    for (auto [name, v] : {std::pair<const char*, float>{"--pp-cost-b", pf.cost_b}, {"--pp-cost-w", pf.cost_w}})
-        CHECK(std::isfinite(v) && v > 0 && v <= 1000, "%s %g must be a number of F units in (0, 1000]", name, v);
     CHECK(!cfg.sp || (cfg.micro_batch * cfg.seq) % cfg.tp == 0,
           "--sp splits the --micro-batch %ld × --seq %ld = %ld tokens of a micro-batch into --tp %ld equal blocks: the "
           "token count must be divisible by --tp", (long)cfg.micro_batch, (long)cfg.seq,
           (long)(cfg.micro_batch * cfg.seq), (long)cfg.tp);
+    return true;
+}
+
+void register_pipeline_flags(Flags& flags, PipelineFlags& pf) {
+    flags.add("pp-schedule", &pf.schedule, "afab (GPipe) | 1f1b | interleaved (--pp-chunks) | zb1 (ZB-H1) | dualpipe");
+    flags.add("pp-chunks", &pf.chunks, "model chunks per stage for --pp-schedule interleaved (v)");
+    flags.add("pp-layers", &pf.layers, "layers per virtual stage, as in 3,3,2 (--pp × --pp-chunks numbers; default even)");
+    flags.add("pp-cost-b", &pf.cost_b, "the logical clock's B (input-gradient pass) in units of F");
+    flags.add("pp-cost-w", &pf.cost_w, "the logical clock's W (weight-gradient pass) in units of F; BW = B + W");
+    flags.add("trace", &pf.trace, "write the run's timeline as a Chrome trace to this file (open it in ui.perfetto.dev)");
+}
+
+void check_pipeline_flags(const TrainConfig&, const PipelineFlags& pf) {
+    parse_pipe_schedule(pf.schedule);
+    CHECK(pf.chunks >= 1, "--pp-chunks %ld must be >= 1", (long)pf.chunks);
+    for (auto [name, v] : {std::pair<const char*, float>{"--pp-cost-b", pf.cost_b}, {"--pp-cost-w", pf.cost_w}})
+        CHECK(std::isfinite(v) && v > 0 && v <= 1000, "%s %g must be a number of F units in (0, 1000]", name, v);
     if (!pf.trace.empty()) {  // refused now, not after training
         const size_t slash = pf.trace.find_last_of('/');
         const std::string dir = slash == std::string::npos ? "." : pf.trace.substr(0, slash + 1);
@@ -59,7 +68,6 @@ bool parse_pipeline_flags(int argc, char** argv, TrainConfig& cfg, PipelineFlags
         CHECK(stat(pf.trace.c_str(), &st) != 0 || S_ISREG(st.st_mode), "--trace %s exists and is not a file",
               pf.trace.c_str());
     }
-    return true;
 }
 
 PipelinePlan pipeline_plan(const TrainConfig& cfg, const PipelineFlags& pf, const LlamaConfig& mc,
@@ -72,12 +80,14 @@ PipelinePlan pipeline_plan(const TrainConfig& cfg, const PipelineFlags& pf, cons
 }
 
 PipelineParts::PipelineParts(const TrainConfig& cfg, const PipelineFlags& pf, const LlamaConfig& mc,
-                             ParallelGrid& grid, Device device, const AdamWConfig& ac) {
+                             ParallelGrid& grid, Device device, const AdamWConfig& ac, const StageCores& cores) {
     plan = pipeline_plan(cfg, pf, mc, &pieces);
     ModelOptions mo = model_options(cfg);
     mo.tp = (int)cfg.tp, mo.tp_rank = grid.coords().tp;
     mo.sequence_parallel = cfg.sp;
     mo.slice = stage_slice(plan, pieces, grid.coords().pp);  // the one thing PP changes in the model
+    if (cores.attention_core) mo.attention_core = cores.attention_core;
+    if (cores.mlp_core) mo.mlp_core = cores.mlp_core;
     if (pf.zero > 0) mo = zero_model_options(parse_zero_stage(pf.zero), mo);
     model = std::make_unique<Model>(mc, device, (uint64_t)cfg.seed, mo);
     if (cfg.tp > 1) {
@@ -88,7 +98,7 @@ PipelineParts::PipelineParts(const TrainConfig& cfg, const PipelineFlags& pf, co
     }
     executor = std::make_unique<PipelineExecutor>(plan, grid.pp());
     link = std::make_unique<PipelineLink>(grid.pp());
-    opt = make_tp_optimizer(*model, grid, pf.zero, ac);
+    opt = make_tp_optimizer(*model, grid, pf.zero, ac, cores.data, cores.data_axes);
     hooks = opt.hooks;
     // decided alike on every stage (the pair is a split of pp): some tensor is held by two of them
     if ((mc.tied_embeddings && cfg.pp > 1) || plan.kind == PipeScheduleKind::dualpipe) {

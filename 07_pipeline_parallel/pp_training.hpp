@@ -39,17 +39,30 @@ struct PipelineFlags {
 // registers the flags, parses and validates them (the rules of this chapter: see pp_training.cpp). False when
 // --help was given.
 bool parse_pipeline_flags(int argc, char** argv, TrainConfig& cfg, PipelineFlags& pf);
+// the pipeline's own flags (--pp-schedule ... --trace) on a parser, and their rules alone (the schedule's name,
+// --pp-chunks, the clock's costs, the trace file's folder): what chapter 09's program shares with this one
+void register_pipeline_flags(Flags& flags, PipelineFlags& pf);
+void check_pipeline_flags(const TrainConfig& cfg, const PipelineFlags& pf);
 // The plan of --pp-schedule over --pp stages and --grad-accum micro-batches (checked: check_plan), and the
 // layers of each virtual stage (--pp-layers, or even); throws naming the flags when they cannot go together.
 PipelinePlan pipeline_plan(const TrainConfig& cfg, const PipelineFlags& pf, const LlamaConfig& mc,
                            std::vector<LayerRange>* pieces);
+
+// What a later chapter puts into a stage beside chapter 07's pieces (chapter 09: context parallelism's attention
+// core, a MoE layer, the gradients over dp × cp); the defaults are this chapter's own run.
+struct StageCores {
+    std::shared_ptr<AttentionCore> attention_core;  // null: the model's own (ModelOptions)
+    std::shared_ptr<MlpCore> mlp_core;              // null: DenseSwiGLU
+    Comm* data = nullptr;                           // the gradients' group (make_tp_optimizer); null: grid.dp()
+    Axes data_axes = kAxisDP;                       // the grid axes `data` spans
+};
 
 // Everything one rank trains with, built the one way the program and the tests share.
 struct PipelineParts {
     // grid: dp × pp × tp (cp 1); the model is built for this rank's stage of the plan, with the tp seams when
     // --tp > 1 (SP's with --sp), ZeRO's options when --zero, and AdamW (ac) and its hooks as chapter 04 builds them
     PipelineParts(const TrainConfig& cfg, const PipelineFlags& pf, const LlamaConfig& mc, ParallelGrid& grid,
-                  Device device, const AdamWConfig& ac);
+                  Device device, const AdamWConfig& ac, const StageCores& cores = {});
     ~PipelineParts();
     Trainer trainer() { return Trainer{*model, *opt.optim, hooks, executor.get(), link.get()}; }
 

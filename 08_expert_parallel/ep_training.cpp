@@ -20,24 +20,13 @@ bool parse_expert_parallel_flags(int argc, char** argv, TrainConfig& cfg, Expert
     cfg.register_parallel_flags(flags);
     flags.add("zero", &f.zero, "ZeRO (chapter 03): 1, 2 or 3, the experts sharded over edp and the rest over dp; 0 "
               "plain all-reduce");
-    flags.add("moe-balance", &f.balance, "load balancing: aux (the per-sequence balance loss, --moe-aux-coef) | bias "
-              "(DeepSeek-V3's auxiliary-loss-free bias, --moe-bias-rate) | none");
-    flags.add("moe-aux-coef", &f.aux_coef, "weight of the balance loss (with --moe-balance aux)");
-    flags.add("moe-bias-rate", &f.bias_rate, "bias update per step (with --moe-balance bias)");
-    flags.add("moe-capacity", &f.capacity, "capacity factor: an expert takes at most ceil(f k T / E) copies per "
-              "sequence, the rest are dropped; 0: no capacity (no dropping)");
-    flags.add("moe-router", &f.router, "softmax (Mixtral) | sigmoid (DeepSeek-V3) scores; default: the model's");
-    flags.add("moe-shared", &f.shared, "shared experts (DeepSeekMoE: always on, one SwiGLU of N x the expert width); "
-              "-1: the model's");
+    register_moe_flags(flags, f);
     flags.add("dump-reference", &cfg.dump_reference, "write weights, a batch, grads and 5 AdamW steps to DIR for "
               "tools/torch_moe.py, then exit (one rank: --dp 1 --ep 1)");
     if (!flags.parse(argc, argv)) return false;
     cfg.validate();
     if (f.zero != 0) parse_zero_stage(f.zero);
-    moe_options(f);
-    CHECK(f.router.empty() || f.router == "softmax" || f.router == "sigmoid", "--moe-router %s must be softmax or sigmoid",
-          f.router.c_str());
-    CHECK(f.shared >= -1, "--moe-shared %ld must be >= 0 (-1: the model's)", (long)f.shared);
+    check_moe_flags(f);
     CHECK(cfg.pp == 1 && cfg.cp == 1,
           "--pp %ld --cp %ld: this program combines --ep with --dp, --tp (--sp) and ZeRO; the balance loss and the "
           "capacity are per sequence, which context parallelism would cut (chapter 09 composes all five)",
@@ -49,6 +38,25 @@ bool parse_expert_parallel_flags(int argc, char** argv, TrainConfig& cfg, Expert
           "--sp: the evaluation runs %ld sequences of --seq %ld, which --tp %ld must divide (or --eval-every 0)",
           (long)kEvalRows, (long)cfg.seq, (long)cfg.tp);
     return true;
+}
+
+void register_moe_flags(Flags& flags, ExpertParallelFlags& f) {
+    flags.add("moe-balance", &f.balance, "load balancing: aux (the per-sequence balance loss, --moe-aux-coef) | bias "
+              "(DeepSeek-V3's auxiliary-loss-free bias, --moe-bias-rate) | none");
+    flags.add("moe-aux-coef", &f.aux_coef, "weight of the balance loss (with --moe-balance aux)");
+    flags.add("moe-bias-rate", &f.bias_rate, "bias update per step (with --moe-balance bias)");
+    flags.add("moe-capacity", &f.capacity, "capacity factor: an expert takes at most ceil(f k T / E) copies per "
+              "sequence, the rest are dropped; 0: no capacity (no dropping)");
+    flags.add("moe-router", &f.router, "softmax (Mixtral) | sigmoid (DeepSeek-V3) scores; default: the model's");
+    flags.add("moe-shared", &f.shared, "shared experts (DeepSeekMoE: always on, one SwiGLU of N x the expert width); "
+              "-1: the model's");
+}
+
+void check_moe_flags(const ExpertParallelFlags& f) {
+    moe_options(f);
+    CHECK(f.router.empty() || f.router == "softmax" || f.router == "sigmoid", "--moe-router %s must be softmax or sigmoid",
+          f.router.c_str());
+    CHECK(f.shared >= -1, "--moe-shared %ld must be >= 0 (-1: the model's)", (long)f.shared);
 }
 
 MoeOptions moe_options(const ExpertParallelFlags& f) {
@@ -72,15 +80,19 @@ LlamaConfig resolve_moe_model(const TrainConfig& cfg, const ExpertParallelFlags&
     return mc;
 }
 
+void check_expert_layout(const LlamaConfig& mc, int64_t ep, int64_t tp) {
+    CHECK(mc.moe.experts % ep == 0, "--ep %ld must divide the model's %lld experts (%s): each ep rank holds E/ep",
+          (long)ep, (long long)mc.moe.experts, mc.name.c_str());
+    CHECK(mc.moe.expert_ffn % tp == 0, "--tp %ld must divide the experts' width %lld (%s)", (long)tp,
+          (long long)mc.moe.expert_ffn, mc.name.c_str());
+}
+
 ExpertParallelTraining::ExpertParallelTraining(const TrainConfig& c, const ExpertParallelFlags& f) : cfg(c), flags(f) {
     device = resolve_device(cfg.device);
     mc = resolve_moe_model(cfg, f);
     grid = std::make_unique<ParallelGrid>(make_world_comm(cfg, device),
                                           GridShape{(int)cfg.dp, 1, 1, (int)cfg.tp, (int)cfg.ep}, &mc);
-    CHECK(mc.moe.experts % cfg.ep == 0, "--ep %ld must divide the model's %lld experts (%s): each ep rank holds E/ep",
-          (long)cfg.ep, (long long)mc.moe.experts, mc.name.c_str());
-    CHECK(mc.moe.expert_ffn % cfg.tp == 0, "--tp %ld must divide the experts' width %lld (%s)", (long)cfg.tp,
-          (long long)mc.moe.expert_ffn, mc.name.c_str());
+    check_expert_layout(mc, cfg.ep, cfg.tp);
     data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
     moe = std::make_shared<MoeLayer>(mc, moe_options(f), device, &grid->ep(), &grid->tp());
 

@@ -34,9 +34,14 @@ struct ExpertParallelFlags {
 // registers chapter 01's flags, the parallel ones and the MoE ones, parses and validates them (the layout
 // rules of this chapter included). False when --help was given.
 bool parse_expert_parallel_flags(int argc, char** argv, TrainConfig& cfg, ExpertParallelFlags& f);
+// the MoE flags (--moe-balance ... --moe-shared) on a parser, and their rules: what chapter 09's program shares
+void register_moe_flags(Flags& flags, ExpertParallelFlags& f);
+void check_moe_flags(const ExpertParallelFlags& f);
 MoeOptions moe_options(const ExpertParallelFlags& f);
 // --model with --moe-router / --moe-shared applied; a dense model is refused (naming the MoE presets)
 LlamaConfig resolve_moe_model(const TrainConfig& cfg, const ExpertParallelFlags& f);
+// the experts' rules of a layout: --ep divides the experts (each ep rank holds E/ep), --tp their width
+void check_expert_layout(const LlamaConfig& mc, int64_t ep, int64_t tp);
 
 // What one measured micro-batch (forward + backward) did on this rank.
 struct EpMeasured {

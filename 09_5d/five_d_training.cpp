@@ -1,0 +1,208 @@
+// five_d_training.cpp — chapter 09's program: checks, parts, the layout / memory / bytes tables, the loop
+// (five_d_training.hpp).
+//   mpirun -np 8 build/bin/09_5d --dp 2 --tp 2 --pp 2
+#include "five_d_training.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "../common/formulas.hpp"
+#include "../common/runtime.hpp"
+
+namespace penta {
+
+FiveDTraining::FiveDTraining(const TrainConfig& c, const FiveDFlags& f) : cfg(c), flags(f) {
+    device = resolve_device(cfg.device);
+    mc = resolve_5d_model(cfg, flags);
+    check_5d_layout(cfg, flags, mc, world_size());  // every rule that needs no other rank, before any work
+    std::unique_ptr<Comm> world = make_world_comm(cfg, device);
+    placement = discover_placement(*world);
+    check_placement(shape_of(cfg), placement, flags.force_tp_across_nodes);  // tp inside a node
+    grid = std::make_unique<ParallelGrid>(std::move(world), shape_of(cfg), &mc);
+    data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
+    parts = std::make_unique<FiveDParts>(cfg, flags, mc, *grid, device, adamw_config(cfg));
+    Model& m = parts->model();
+    if (cfg.data == "addition" && cfg.cp == 1 && m.layout().slice.has_head) {
+        LossCore* inner = parts->stage->loss.get();
+        if (!inner) local_loss_ = std::make_unique<LocalCrossEntropy>(), inner = local_loss_.get();
+        meter_ = std::make_unique<TaskMeter>(inner, &grid->tp(), mc.vocab, cfg.seq);
+        m.set_loss(meter_.get());
+    }
+}
+
+FiveDTraining::~FiveDTraining() = default;
+
+void FiveDTraining::print_header() const {
+    if (world_rank() != 0) return;
+    const bool moe = mc.moe.enabled();
+    std::printf("09_5d: model %s (%ld layers, hidden %ld, heads %ld, kv heads %ld, %s %ld, vocab %ld%s): %s params%s\n",
+                mc.name.c_str(), (long)mc.n_layers, (long)mc.hidden, (long)mc.n_heads, (long)mc.n_kv_heads,
+                moe ? "experts" : "ffn", moe ? (long)mc.moe.experts : (long)mc.ffn, (long)mc.vocab,
+                mc.tied_embeddings ? ", tied" : "", human_count((double)mc.n_params()).c_str(),
+                moe ? strfmt(", %s active per token", human_count((double)mc.n_active_params()).c_str()).c_str() : "");
+    std::printf("layout %s%s on %d ranks, %d node%s%s; device %s; comm %s\n", grid->shape().str().c_str(),
+                cfg.sp ? " +sp" : "", grid->world().size(), placement.nodes, placement.nodes == 1 ? "" : "s",
+                placement.faked ? " (PENTA_NODE_ID)" : "", device_name(device), comm_backend_name(grid->tp().backend()));
+    const PipelinePlan& P = parts->stage->plan;
+    std::printf("schedule %s over %d stage%s (%d micro-batches per step)%s%s; optimizer %s over dp x cp = %d ranks%s\n",
+                flags.pp.schedule.c_str(), P.stages, P.stages == 1 ? "" : "s", (int)cfg.grad_accum,
+                cfg.cp > 1 ? strfmt("; attention %s, %s chunks", flags.cp.attn.c_str(), flags.cp.shard.c_str()).c_str() : "",
+                moe ? strfmt("; MoE balance %s, %d experts per ep rank", flags.moe.balance.c_str(),
+                             parts->moe->experts_per_rank()).c_str() : "",
+                flags.zero ? strfmt("AdamW, ZeRO-%ld", (long)flags.zero).c_str() : "AdamW + all-reduce",
+                (int)(cfg.dp * cfg.cp), moe ? strfmt(", experts over edp = %d", grid->edp().size()).c_str() : "");
+    std::printf("batch: %ld micro-batch x %ld micro-batches x dp %ld = %ld sequences x %ld tokens (%ld per cp rank); "
+                "recompute %s\n", (long)cfg.micro_batch, (long)cfg.grad_accum, (long)cfg.dp,
+                (long)(cfg.micro_batch * cfg.grad_accum * cfg.dp), (long)cfg.seq, (long)(cfg.seq / cfg.cp),
+                cfg.recompute.c_str());
+    print_task_baseline(cfg, mc);
+}
+
+void FiveDTraining::print_layout() const {
+    if (world_rank() != 0) return;
+    const PipelinePlan& P = parts->stage->plan;
+    std::printf("\nlayout: rank -> coordinates (rank = tp + tp·(cp + cp·(dp + dp·pp)); ep, edp carved from dp x cp)\n");
+    std::printf("  rank  node  gpu    dp  pp  cp  tp    ep edp   stage holds\n");
+    for (int r = 0; r < grid->world().size(); r++) {
+        const GridCoords c = grid_coords(grid->shape(), r);
+        std::string held;
+        for (int k = 0; k < P.chunks; k++) {
+            const LayerRange lr = parts->stage->pieces[P.piece(c.pp, k)];
+            held += strfmt("%slayers %ld-%ld", k ? ", " : "", (long)lr.begin, (long)lr.end - 1);
+        }
+        const PipelineSlice sl = stage_slice(P, parts->stage->pieces, c.pp);
+        std::printf("  %4d  %4d  %3s    %2d  %2d  %2d  %2d    %2d  %2d   %s%s%s\n", r, placement.node[r],
+                    device == Device::cuda ? strfmt("%d", placement.gpu[r]).c_str() : "cpu", c.dp, c.pp, c.cp, c.tp,
+                    c.ep, c.edp, held.c_str(), sl.has_embedding ? " +embedding" : "", sl.has_head ? " +head" : "");
+    }
+}
+
+FiveDTraining::Predicted FiveDTraining::predict() const {
+    const Model& m = parts->model();
+    const ParamLayout& L = m.layout();
+    // ZeRO cuts each unit over its own group: dense units over dp × cp, experts over edp (reduce_groups.hpp)
+    int64_t S = 0;
+    for (const ParamUnit& u : L.units) {
+        const bool expert = u.sharded_on & kAxisEP;
+        Comm& g = expert ? grid->edp() : grid->dp_cp();
+        S += zero_shard_numel({u.numel}, g.size(), g.rank());
+    }
+    const ModelStateBytes ms = zero_model_state_bytes_fp32((int)flags.zero, m.n_params(), S);
+    Predicted p{(double)ms.params, (double)ms.grads, (double)(ms.master + ms.optim)};
+    // activations: one micro-batch's (this stage's layers at T/cp tokens, the tp shards' widths) times the
+    // micro-batches the schedule holds at once; dense, without SP and with one chunk (the formula's reach)
+    const PipelinePlan& P = parts->stage->plan;
+    const std::string& s = flags.pp.schedule;
+    if (!mc.moe.enabled() && !cfg.sp && P.chunks == 1 && (s == "afab" || s == "1f1b" || s == "zb1")) {
+        const int64_t B = cfg.micro_batch, T = cfg.seq / cfg.cp, t = cfg.tp;
+        const LayerRange lr = L.slice.chunk(0);
+        const int64_t per_layer = llama_layer_activation_bytes(parse_recompute(cfg.recompute),
+                                                               parse_attention_kernel(cfg.attention), B, T, mc.hidden,
+                                                               mc.n_heads / t, mc.n_kv_heads / t, mc.head_dim(), mc.ffn / t);
+        int64_t vshard = 0;
+        for (const ParamTensor& x : L.tensors)
+            if (x.name == "lm_head.weight" || (mc.tied_embeddings && x.name == "model.embed_tokens.weight"))
+                vshard = x.shape[0];
+        const int64_t mb = (lr.end - lr.begin) * per_layer +
+                           (L.slice.has_head ? llama_head_activation_bytes(B, T, mc.hidden, vshard) : 0);
+        const int st = P.stages, i = grid->coords().pp, n = (int)cfg.grad_accum;
+        const int held = s == "afab" ? pipeline_in_flight_afab(n)
+                         : s == "1f1b" ? pipeline_in_flight_1f1b(st, i, n) : pipeline_in_flight_zb1(st, n);
+        p.activations = (double)held * mb;
+    }
+    return p;
+}
+
+void FiveDTraining::print_memory_predicted() {
+    const Predicted me = predict();
+    Comm& w = grid->world();
+    const std::vector<double> pa = w.all_gather_scalar(me.params), gr = w.all_gather_scalar(me.grads),
+                              op = w.all_gather_scalar(me.optim), ac = w.all_gather_scalar(me.activations);
+    if (world_rank() != 0) return;
+    std::printf("\nmemory per rank predicted by formula (fp32; ZeRO-%ld of each unit over its group; activations: one "
+                "micro-batch x those in flight):\n", (long)flags.zero);
+    std::printf("  rank      params       grads   optimizer  activations        total\n");
+    for (int r = 0; r < w.size(); r++)
+        std::printf("  %4d  %10s  %10s  %10s   %10s   %10s\n", r, human_bytes((int64_t)pa[r]).c_str(),
+                    human_bytes((int64_t)gr[r]).c_str(), human_bytes((int64_t)op[r]).c_str(),
+                    ac[r] < 0 ? "-" : human_bytes((int64_t)ac[r]).c_str(),
+                    human_bytes((int64_t)(pa[r] + gr[r] + op[r] + std::max(0.0, ac[r]))).c_str());
+}
+
+namespace {
+// the groups whose bytes the tables show, in the order of the columns
+struct AxisGroup { const char* name; Comm* comm; };
+std::vector<AxisGroup> axes(ParallelGrid& g) {
+    return {{"tp", &g.tp()}, {"cp", &g.cp()}, {"pp", &g.pp()}, {"ep", &g.ep()}, {"dp x cp", &g.dp_cp()}, {"edp", &g.edp()}};
+}
+}  // namespace
+
+void FiveDTraining::print_measured(const std::vector<double>& axis_bytes, int64_t peak_act) {
+    const MemStats& m = mem_stats(device);
+    const Predicted me = predict();
+    Comm& w = grid->world();
+    auto gather = [&](double v) { return w.all_gather_scalar(v); };
+    const std::vector<double> pa = gather((double)m.current[(int)Tag::params]),
+                              gr = gather((double)m.current[(int)Tag::grads]),
+                              op = gather((double)(m.current[(int)Tag::optim] + m.current[(int)Tag::master])),
+                              ac = gather((double)peak_act), ppa = gather(me.params), pgr = gather(me.grads),
+                              pop = gather(me.optim), pac = gather(me.activations);
+    std::vector<std::vector<double>> bytes;
+    for (double b : axis_bytes) bytes.push_back(gather(b));
+    if (world_rank() != 0) return;
+    std::printf("\nmemory per rank after step 1, measured (allocator's tags; activations: the step's peak) beside the "
+                "formula:\n");
+    std::printf("  rank      params       grads   optimizer        state    activations (formula)\n");
+    for (int r = 0; r < w.size(); r++) {
+        const bool state_eq = pa[r] == ppa[r] && gr[r] == pgr[r] && op[r] == pop[r];
+        std::printf("  %4d  %10s  %10s  %10s  %11s   %10s  (%s)\n", r, human_bytes((int64_t)pa[r]).c_str(),
+                    human_bytes((int64_t)gr[r]).c_str(), human_bytes((int64_t)op[r]).c_str(),
+                    state_eq ? "(equal)" : "(DIFFERENT)", human_bytes((int64_t)ac[r]).c_str(),
+                    pac[r] < 0 ? "no formula" : strfmt("%s, %+.1f%%", human_bytes((int64_t)pac[r]).c_str(),
+                                                       (ac[r] / pac[r] - 1) * 100).c_str());
+    }
+    const std::vector<AxisGroup> ax = axes(*grid);
+    std::printf("\nbytes each rank sent in step 1, per axis (Comm's counters, ring accounting):\n  rank");
+    for (const AxisGroup& a : ax) std::printf("  %10s", a.name);
+    std::printf("\n");
+    for (int r = 0; r < w.size(); r++) {
+        std::printf("  %4d", r);
+        for (size_t k = 0; k < ax.size(); k++) std::printf("  %10s", human_bytes((int64_t)bytes[k][r]).c_str());
+        std::printf("\n");
+    }
+    std::printf("(tp: f/g or SP's gathers and the vocab-parallel loss; cp: the ring's K/V; pp: activations and their "
+                "gradients; ep: the all-to-all; dp x cp: dense gradients; edp: the experts')\n\n");
+}
+
+StepResult FiveDTraining::run() {
+    Trainer trainer = parts->trainer();
+    TrainLoop loop{trainer, *data, cfg, parts->plan, StepLogConfig{}, {}, {}};
+    if (cfg.tp > 1)
+        loop.full_logits = [this](const Tensor& local) { return gather_vocab_logits(grid->tp(), local, mc.vocab); };
+    configure_log(loop, mc, device, grid->world().size());
+    loop.world = &grid->world();
+    const std::vector<AxisGroup> ax = axes(*grid);
+    auto sent = [&] {
+        std::vector<double> b;
+        for (const AxisGroup& a : ax) b.push_back(a.comm->counters().total_bytes());
+        b[0] -= meter_ ? meter_->gather_bytes() : 0;  // the accuracy's gathers are the meter's, not training's
+        return b;
+    };
+    std::vector<double> before = sent();
+    mem_reset_peak(device);
+    loop.on_step = [&](StepRecord& rec, const StepResult&) {
+        const TaskAccuracy mine = meter_ ? meter_->take() : TaskAccuracy{};
+        if (cfg.data == "addition" && cfg.cp == 1) {
+            const double acc = global_accuracy(grid->world(), mine);
+            if (acc >= 0 && rec.task_accuracy < 0) rec.task_accuracy = acc;
+        }
+        if (rec.step == 1) {
+            std::vector<double> now = sent();
+            for (size_t k = 0; k < now.size(); k++) now[k] -= before[k];
+            print_measured(now, mem_stats(device).peak[(int)Tag::activations]);
+        }
+    };
+    return run_training(loop);
+}
+
+}  // namespace penta
