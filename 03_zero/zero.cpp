@@ -59,6 +59,10 @@ ZeroHooks::ZeroHooks(Model& model, ReduceGroups groups, ZeroStage stage, AdamWCo
 }
 
 ZeroHooks::~ZeroHooks() {
+    if (deferred_) {
+        deferred_->finish_all();
+        model_.set_param_provider(nullptr);
+    }
     if (gathered_) model_.set_param_provider(nullptr);
     if (sink_) model_.set_gradient_sink(nullptr);
 }
@@ -85,6 +89,7 @@ void ZeroHooks::before_update() {
         CHECK(gathered_->idle(), "ZeRO-3: units still gathered at the optimizer step");
         return;  // AdamW updates the shard in place; forward gathers it next step
     }
+    if (deferred_) deferred_->finish_all();  // the last step's gathers: AdamW overwrites what they wrote
     // ZeRO-1/2: the optimizer updates my pieces of the full weights (from the master copy when there is one,
     // which makes the staged weights write-only)
     Tensor staged = Tensor::empty({shards_.numel()}, model_.params().dtype, model_.device(), Tag::comm);  // (S)
@@ -94,7 +99,10 @@ void ZeroHooks::before_update() {
 
 void ZeroHooks::after_update() {
     if (stage_ != ZeroStage::zero3) {  // give every rank everyone's updated pieces
-        shards_.all_gather(groups_, optim_->param, model_.params());
+        if (deferred_)
+            deferred_->start(groups_, optim_->param);  // waited for unit by unit in the next forward
+        else
+            shards_.all_gather(groups_, optim_->param, model_.params());
         optim_->param = Tensor();
         if (stage_ == ZeroStage::zero1) optim_->grad = Tensor();
     }
@@ -102,10 +110,17 @@ void ZeroHooks::after_update() {
 }
 
 Tensor ZeroHooks::gather_params() {
+    if (deferred_) deferred_->finish_all();
     if (stage_ != ZeroStage::zero3) return model_.params().clone(model_.device(), Tag::workspace);
     Tensor full = Tensor::empty({model_.n_params()}, param_shard_.dtype, model_.device(), Tag::workspace);
     shards_.all_gather(groups_, param_shard_, full);
     return full;
+}
+
+void ZeroHooks::defer_weight_gather() {
+    CHECK(stage_ != ZeroStage::zero3, "ZeRO-3 has no weight all-gather after the step to defer (it gathers per unit)");
+    if (!deferred_) deferred_ = std::make_unique<DeferredWeights>(model_, shards_);
+    model_.set_param_provider(deferred_.get());
 }
 
 }  // namespace penta

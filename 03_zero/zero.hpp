@@ -36,6 +36,7 @@
 #include "../common/grid.hpp"
 #include "../common/training_step.hpp"
 #include "sharded_grads.hpp"
+#include "zero1_overlap.hpp"
 #include "zero3_params.hpp"
 #include "zero_shard.hpp"
 
@@ -68,6 +69,10 @@ class ZeroHooks : public StepHooks {
     void before_update() override;
     void after_update() override;
 
+    // ZeRO-1/2: leave the all-gather of the updated weights in flight after each step; the next forward waits for
+    // each unit when it acquires it (zero1_overlap.hpp). Off by default.
+    void defer_weight_gather();
+
     // the full flat weights (n_params) on every rank, Tag::workspace: for tests and checkpoints.
     // ZeRO-3 all-gathers them (the dp counters see those bytes).
     Tensor gather_params();
@@ -88,6 +93,7 @@ class ZeroHooks : public StepHooks {
     Tensor grad_shard_;   // ZeRO-2/3: this rank's gradients (Tag::grads); ZeRO-1: reduced per step (Tag::comm)
     std::unique_ptr<ShardedGradients> sink_;   // ZeRO-2/3
     std::unique_ptr<GatheredParams> gathered_;  // ZeRO-3
+    std::unique_ptr<DeferredWeights> deferred_;  // ZeRO-1/2 with defer_weight_gather()
     std::unique_ptr<AdamW> optim_;              // over the shard
     CommCounters at_begin_, last_step_;
 };

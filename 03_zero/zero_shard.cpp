@@ -66,13 +66,19 @@ void UnitShards::copy_from_full(const Tensor& full, Tensor& shard) const {
 }
 
 void UnitShards::all_gather(const ReduceGroups& groups, const Tensor& shard, Tensor& full) const {
-    std::vector<CommHandle> inflight;
+    std::vector<CommHandle> inflight = all_gather_start(groups, shard, full);
+    for (CommHandle& h : inflight) h.wait();
+}
+
+std::vector<CommHandle> UnitShards::all_gather_start(const ReduceGroups& groups, const Tensor& shard,
+                                                     Tensor& full) const {
+    std::vector<CommHandle> inflight(layout_.units.size());
     for (const ShardPiece& p : pieces_) {
         if (layout_.units[p.unit].numel == 0) continue;
         Tensor out = unit_of(full, p.unit);  // (unit numel)
-        inflight.push_back(group(groups, p.unit).all_gather_async(piece_of(shard, p.unit), out));
+        inflight[p.unit] = group(groups, p.unit).all_gather_async(piece_of(shard, p.unit), out);
     }
-    for (CommHandle& h : inflight) h.wait();
+    return inflight;
 }
 
 void UnitShards::reduce_scatter(const ReduceGroups& groups, const Tensor& full, Tensor& shard) const {

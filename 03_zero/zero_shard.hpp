@@ -58,6 +58,9 @@ class UnitShards {
     void copy_from_full(const Tensor& full, Tensor& shard) const;
     // full <- every rank's pieces, one all-gather per unit over its group (started together, then waited on)
     void all_gather(const ReduceGroups& groups, const Tensor& shard, Tensor& full) const;
+    // the same, left in flight: one handle per unit (indexed by unit; empty units get none), for ZeRO-1/2's
+    // gather deferred into the next forward (zero1_overlap.hpp)
+    std::vector<CommHandle> all_gather_start(const ReduceGroups& groups, const Tensor& shard, Tensor& full) const;
     // shard <- this rank's pieces of `full` summed over each unit's group: each unit reduce-scattered at once (ZeRO-1)
     void reduce_scatter(const ReduceGroups& groups, const Tensor& full, Tensor& shard) const;
     // the unit's group from groups, checked against the cut this shard was made with

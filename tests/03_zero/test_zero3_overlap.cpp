@@ -13,8 +13,11 @@
 // measures both ways: the exposed waits on the clock, and the peak of the allocator's tags — with prefetch the
 // resident shard + the unit computing + the one being fetched (seed 003: "ZeRO-3 的峰值还要加上当前分片单元和
 // 预取单元的完整参数"), without it the shard + one unit.
+// The third does the same for ZeRO-1's all-gather of the updated weights, waited for at once after the step
+// (ZeroHooks) or left in flight into the next forward (zero1_overlap.hpp, seed 000's suggestion).
 // Playbook: "ZeRO-3: adding parameter partitioning" (prefetching the next layer's parameters).
 // Run: `make test CH=03`, or mpirun -np 2 build/bin/tests_03 -ts='ch03 np2' -tc='*overlap*'
+#include "../../02_data_parallel/data_parallel.hpp"
 #include "../../03_zero/zero.hpp"
 #include "../testing.hpp"
 
@@ -186,5 +189,40 @@ TEST_SUITE("ch03 np2") {
             m.set_param_provider(nullptr);
             m.set_gradient_sink(nullptr);
         }
+    }
+    TEST_CASE("ZeRO-1 deferred gather: the next forward waits for its first unit only (logical clock), same weights") {
+        std::vector<float> weights[2];
+        for (bool defer : {false, true}) {
+            auto world = make_world_comm(CommBackend::mpi);
+            Clock clock;
+            ClockedComm dp(*world, clock);
+            const LlamaConfig c = six_units();
+            Model m(c, Device::cpu, 5, zero_model_options(ZeroStage::zero1));
+            ZeroHooks hooks(m, dp, ZeroStage::zero1, AdamWConfig{});
+            if (defer) hooks.defer_weight_gather();
+            m.add_observer(&clock);
+            Trainer trainer{m, hooks.optimizer(), {&hooks}};
+            auto data = make_dataset("addition", 5, kByteVocab);
+            TrainConfig cfg;
+            cfg.seq = 32;
+            cfg.micro_batch = 2;
+            const BatchPlan plan = data_parallel_plan(cfg, dp);
+            const int units = (int)m.layout().units.size();
+            training_step(trainer, *data, 0, plan, 1e-3f, 1.0f);
+            const double after_first = clock.exposed;
+            training_step(trainer, *data, 1, plan, 1e-3f, 1.0f);
+            INFO((defer ? "deferred" : "waited at once") << ": exposed " << after_first << " ticks after step 1, "
+                                                         << clock.exposed << " after step 2");
+            if (defer) {
+                CHECK(after_first == 0);                // step 1's gathers left in flight
+                CHECK(clock.exposed == kGather);        // step 2's forward waits for the embedding only
+            } else {
+                CHECK(after_first == units * kGather);  // every unit's gather waited for, nothing computing
+                CHECK(clock.exposed == 2 * units * kGather);
+            }
+            weights[defer] = hooks.gather_params().to_host();  // (finishes step 2's gathers)
+            m.remove_observer(&clock);
+        }
+        check_close(weights[1], weights[0], 0, 0, "ZeRO-1 weights after 2 steps, deferred vs waited gathers");
     }
 }
