@@ -19,7 +19,7 @@
 //   zb1          1F1B with B and W apart, stage i keeping i W's pending (ZB-H1, Qi et al. 2024): the W's fill
 //                the cool-down bubble, peak memory that of 1F1B's first stage
 //   dualpipe     DeepSeek-V3's bidirectional schedule (its open-source dualpipe.py, steps 1-8), B and W apart
-//                in its zero-bubble steps
+//                in its zero-bubble steps; m odd or below 2p - 2 played, ceil(m/2) down and floor(m/2) up
 // check_plan proves, before any rank runs a list, that every op's inputs exist (a B after its F, a W after
 // its B, every micro-batch through every virtual stage exactly once), that the messages between each pair of
 // stages are received in the order they are sent (NCCL has no tags), and that the lists cannot deadlock when
@@ -72,8 +72,9 @@ struct PipelinePlan {
 };
 
 // The five schedules, checked (check_plan). v: chunks per stage (interleaved only). Throws naming the flag and
-// the rule when a schedule cannot take p, m or v: DualPipe needs p even and m even with m >= 2p - 2 (the sizes
-// its steps assume). Interleaved takes any m: a short last round of micro-batches when m is not a multiple of p.
+// the rule when a schedule cannot take p or v: DualPipe needs p even. Every m >= 1 runs: interleaved with a short
+// last round of micro-batches when m is not a multiple of p, DualPipe played when m is odd or below 2p - 2 (the
+// sizes DeepSeek's steps assume); both played with schedule_play.hpp.
 PipelinePlan make_pipeline_plan(PipeScheduleKind kind, int p, int m, int v = 1);
 // The same lists without those rules or the check: what the tests hand the checker to see it refuse.
 PipelinePlan generate_pipeline_plan(PipeScheduleKind kind, int p, int m, int v = 1);

@@ -1,7 +1,8 @@
 // test_schedules.cpp — chapter 07, schedules as data, on one rank: every schedule's lists pass the checker; the
 // checker refuses a hand-made deadlock, lists whose inputs do not exist and lists whose messages arrive out of
 // order, naming the stage and the op; on the logical clock the bubble of AFAB and 1F1B is (p-1)/m, interleaved's
-// (p-1)/(v·m) (m a multiple of p; a short last round of micro-batches idles a fixed time more, whatever m),
+// (p-1)/(v·m) (m a multiple of p; a short last round of micro-batches idles a fixed time more, from two full
+// rounds on whatever m),
 // ZB-H1's (p-1)(F+B-W)/(m(F+B+W)) — exactly — and DualPipe's below its bound and below ZB-H1's; the
 // micro-batches in flight are m (AFAB), p-i (1F1B), p (ZB-H1), interleaved's warm-up + 1, p+1 (DualPipe); the ASCII
 // timeline; the layer split and each stage's slice.
@@ -140,7 +141,7 @@ TEST_CASE("logical clock: the bubble of every schedule beside its formula, exact
                         CHECK(L.bubble(r) == doctest::Approx(pipeline_bubble_interleaved(p, m, v)).epsilon(1e-12));
                 else {
                     // a short last round idles longer than the formula, by the same time whatever the number of
-                    // full rounds before it: p more micro-batches add p·v·3 units of work and no idle time
+                    // full rounds before it (from two on): p more micro-batches add p·v·3 units of work, no idle
                     const LogicalClock more = clock_of(make_pipeline_plan(PipeScheduleKind::interleaved, p, m + p, v));
                     for (int r = 0; r < p; r++) {
                         CHECK(L.bubble(r) > pipeline_bubble_interleaved(p, m, v));
