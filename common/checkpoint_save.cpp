@@ -92,6 +92,10 @@ CheckpointSnapshot snapshot_state(Model& model, const AdamW& optim, const GridCo
     s.tensors = nlohmann::json::object();
     const ParamLayout& L = model.layout();
     for (const ParamTensor& t : L.tensors) s.tensors[t.name] = t.full_shape;
+    // an upper bound of what the pieces take, reserved once: growing a buffer of gigabytes copies it each time
+    size_t bound = model.params().defined() ? model.params().nbytes() : optim.param.nbytes();
+    bound += (size_t)optim.m.numel() * 4 * (optim.master.defined() ? 3 : 2);
+    s.bytes.reserve(bound);
     // the weights: from the flat buffer where the rank holds one (its owner among the replicas writes it),
     // else from the optimizer's shard (ZeRO-3)
     if (model.params().defined()) {
