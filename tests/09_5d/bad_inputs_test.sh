@@ -25,8 +25,7 @@ EXPECT_JOBS=2 expect_table 60 $MPIRUN -np 8 "$BIN/09_5d" <<'EOF'
 --dp 4 --pp 2 --eval-every 10             | --eval-every 10 with --pp 2: the held-out evaluation runs the whole model
 --dp 2 --pp 2 --cp 2 --seq 30             | --seq must be a multiple of 4
 --dp 2 --pp 2 --tp 2 --sp --micro-batch 1 --seq 3 | into --tp 2 equal blocks: the count must be divisible by --tp
---dp 2 --pp 4 --pp-schedule interleaved --pp-chunks 2 --grad-accum 3 | must be a multiple of 4
---dp 2 --tp 2 --pp 2 --pp-schedule dualpipe --grad-accum 3 | --grad-accum 3 must be even
+--dp 2 --pp 4 --pp-schedule interleaved --pp-chunks 2 --grad-accum 3 | fewer than the pipeline's 8 virtual stages
 --dp 1 --pp 8                             | --pp 8 must be <= the model's 4 layers
 --dp 2 --tp 2 --pp 2 --config $TMP/bad_schedule.json | --pp-schedule 'zigzag' must be afab, 1f1b, interleaved, zb1 or dualpipe
 --dp 2 --tp 2 --pp 2 --config $TMP/not_object.json | must hold one JSON object of flag names and values

@@ -32,7 +32,6 @@ EXPECT_JOBS=2 expect_table 20 "$BIN/09_5d_plan" <<'EOF'
 --gpus 64 --dp 64 --sp                          | --sp needs --tp > 1
 --gpus 64 --dp 8 --tp 4                         | --dp
 --gpus 64 --dp 8 --cp 8 --seq 4100              | --cp 8: --seq 4100 must split into 2·cp = 16 zig-zag chunks
---gpus 16 --dp 1 --tp 2 --pp 8 --pp-schedule interleaved --pp-chunks 2 --grad-accum 6 | --grad-accum
 --steps 5                                       | unknown flag --steps
 EOF
 expect_ok "a small job ranked, and why the first layout wins" 60 "step 3, maximise throughput" \

@@ -107,8 +107,8 @@ TEST_SUITE("ch09 np1") {
         odd.seq = 4100;
         CHECK(refusal(odd, m, grid(8, 1, 1, 8), 64).find("--cp 8") != std::string::npos);
         Layout inter = grid(8, 8, 4, 1);
-        inter.schedule = PipeScheduleKind::interleaved, inter.chunks = 2, inter.grad_accum = 6;  // m not a multiple of p
-        CHECK(refusal(j, m, inter, 256).find("--grad-accum") != std::string::npos);
+        inter.schedule = PipeScheduleKind::interleaved, inter.chunks = 2, inter.grad_accum = 6;  // m not a multiple of p: legal,
+        CHECK(refusal(j, m, inter, 256) == "");  // chapter 07 plays the last round short (any m)
         Layout ep = grid(64, 1, 1, 1);
         ep.grid.ep = 2;
         CHECK(refusal(j, m, ep, 64).find("--ep 2") != std::string::npos);  // a dense model
