@@ -83,7 +83,9 @@ int64_t norm_region_activation_bytes(const MicroBatchActs& acts) {
     for (const LayerActs& a : acts.layers)
         for (const Tensor* t : {&a.x_in, &a.attn_rstd, &a.x_mid, &a.mlp_rstd}) {
             if (!t->defined()) continue;  // full recomputation keeps x_in only
-            CHECK(t->tag() == Tag::activations, "norm-region tensor of %s held as %s, not activations",
+            // activations, on the device or parked on the host (--recompute offload)
+            CHECK(t->tag() == Tag::activations || t->tag() == Tag::offloaded,
+                  "norm-region tensor of %s held as %s, not activations",
                   shape_str(t->shape).c_str(), tag_name(t->tag()));
             bytes += (int64_t)t->nbytes();
         }

@@ -45,7 +45,7 @@ std::string ascii_timeline(const PipelinePlan& plan, const std::vector<std::vect
 struct PipelineStepRecords {
     std::vector<std::vector<PipeOpRecord>> stages;
     std::vector<double> sent_bytes;                      // per stage
-    std::vector<int64_t> activations_before;             // per stage, Tag::activations when the step began
+    std::vector<int64_t> activations_before;             // per stage, kept activations when the step began
     std::vector<std::vector<int64_t>> forward_bytes;     // per stage, per chunk: what its first F kept
     std::vector<std::vector<PipeOp>> ops() const;        // what ran, per stage
 };

@@ -128,7 +128,7 @@ ScheduleResult PipelineExecutor::run(Model& model, std::vector<MicroBatch>& mbs,
     const double sent0 = pp_.counters().bytes[(int)CommOp::send];
     pp_.barrier();  // the stages start the step's clock together
     step_origin_ = steady_seconds();
-    last_.activations_before = mem_stats(dev).current[(int)Tag::activations];
+    last_.activations_before = kept_activation_bytes(dev);  // device + host (offload)
 
     for (int k = 0; k < (int)ops.size(); k++) {
         const PipeOp& op = ops[k];
@@ -143,7 +143,7 @@ ScheduleResult PipelineExecutor::run(Model& model, std::vector<MicroBatch>& mbs,
         Tensor in = wait_receive(k, rec);
         rec.start = now();
         if (op.kind == PipeOpKind::F) {
-            const int64_t before = mem_stats(dev).current[(int)Tag::activations];
+            const int64_t before = kept_activation_bytes(dev);
             Tensor x;  // the stage input is a saved activation (its first layer's x_in): out of the comm buffer
             if (in.defined()) {
                 x = Tensor::empty(in.shape, in.dtype, dev, Tag::activations);  // (N, h)
@@ -156,7 +156,7 @@ ScheduleResult PipelineExecutor::run(Model& model, std::vector<MicroBatch>& mbs,
                 send(a.output, true, op.mb, vs + 1, now());  // (N, h) to the next virtual stage
                 a.output = Tensor();
             }
-            const int64_t kept = mem_stats(dev).current[(int)Tag::activations] - before;
+            const int64_t kept = kept_activation_bytes(dev) - before;
             if (last_.forward_bytes[op.chunk] < 0) last_.forward_bytes[op.chunk] = kept;
             if (r.saved_activation_bytes == 0 && acts.empty() && weight_seen == 0) r.saved_activation_bytes = kept;
             acts.emplace(std::make_pair(op.mb, op.chunk), std::move(a));
@@ -178,7 +178,7 @@ ScheduleResult PipelineExecutor::run(Model& model, std::vector<MicroBatch>& mbs,
         }
         device_synchronize(dev);  // honest wall times on a GPU
         rec.end = now();
-        rec.activation_bytes = mem_stats(dev).current[(int)Tag::activations];
+        rec.activation_bytes = kept_activation_bytes(dev);
         rec.in_flight = in_flight;
         if (tracing_)
             trace_.push_back({strfmt("%s%d%s", pipe_op_name(op.kind), op.mb,

@@ -48,15 +48,15 @@ struct PipeOpRecord {
     double start = 0, end = 0;     // the compute, after its input arrived
     double posted = 0;             // when its receive was posted (= start - wait when it had to wait)
     double wait = 0;               // blocked on its receive before the compute
-    int64_t activation_bytes = 0;  // Tag::activations on this rank after the op
+    int64_t activation_bytes = 0;  // kept activations on this rank after the op (kept_activation_bytes)
     int in_flight = 0;             // micro-batch chunks between their F and their W after the op
 };
 
 struct PipelineStepRecord {
     std::vector<PipeOpRecord> ops;   // in the order they ran
     double sent_bytes = 0;           // what this stage sent on the pipeline group in the step
-    int64_t activations_before = 0;  // Tag::activations when the step began
-    std::vector<int64_t> forward_bytes;  // per chunk: Tag::activations the chunk's first F kept
+    int64_t activations_before = 0;  // kept activations when the step began
+    std::vector<int64_t> forward_bytes;  // per chunk: the activations (device + host) the chunk's first F kept
 };
 
 // One span for the Chrome trace (pipeline_clock.hpp writes them): compute on track 0, communication on track 1.

@@ -101,7 +101,7 @@ void TrainConfig::register_flags(Flags& f) {
           "config.json (weights from --seed), or a HF folder: config.json + model.safetensors (its weights)");
     f.add("device", &device, "auto | cpu | cuda");
     f.add("data", &data, "addition | llmc:GLOB | raw:GLOB | text:FILE");
-    f.add("recompute", &recompute, "activation recomputation: none | selective | full");
+    f.add("recompute", &recompute, "activation recomputation: none | selective | full | offload (to host memory)");
     f.add("attention", &attention, "attention kernel: naive (saves T x T probabilities) | flash (online softmax)");
     f.add("tf32", &tf32, "f32 matmuls on TF32 tensor cores (GPU only; ~1e-3 relative error instead of ~1e-6)");
     f.add("seq", &seq, "tokens per sequence");
@@ -252,8 +252,8 @@ static void validate_sizes(const TrainConfig& c) {
 
 void TrainConfig::validate() const {
     CHECK(device == "auto" || device == "cpu" || device == "cuda", "--device %s must be auto, cpu or cuda", device.c_str());
-    CHECK(recompute == "none" || recompute == "selective" || recompute == "full",
-          "--recompute %s must be none, selective or full", recompute.c_str());
+    CHECK(recompute == "none" || recompute == "selective" || recompute == "full" || recompute == "offload",
+          "--recompute %s must be none, selective, full or offload", recompute.c_str());
     CHECK(attention == "naive" || attention == "flash", "--attention %s must be naive or flash", attention.c_str());
     CHECK(seq >= 2, "--seq %ld must be >= 2", (long)seq);
     CHECK(micro_batch >= 1, "--micro-batch %ld must be >= 1", (long)micro_batch);

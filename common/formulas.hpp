@@ -65,13 +65,14 @@ constexpr ModelStateBytes model_state_bytes_bf16_mixed(int64_t N, bool fp32_grad
 //                                 attn_rstd, mlp_rstd, lse   2 + nh  (f32)
 //   none with the naive kernel adds the probabilities        nh T    (B, nh, T, T)
 //   full: only x_in                                          h
+//   offload: what none keeps, on the host between the layer's forward and backward (the bytes each way)
 constexpr int64_t llama_layer_activation_bytes(Recompute r, AttentionKernel k, int64_t B, int64_t T,
                                                int64_t h, int64_t nh, int64_t nkv, int64_t hd, int64_t f,
                                                int64_t bytes = 4) {
     const int64_t N = B * T;
     if (r == Recompute::full) return bytes * N * h;
     int64_t elems = N * (4 * h + 2 * nh * hd + 2 * nkv * hd + 3 * f);
-    if (r == Recompute::none && k == AttentionKernel::naive) elems += B * nh * T * T;
+    if ((r == Recompute::none || r == Recompute::offload) && k == AttentionKernel::naive) elems += B * nh * T * T;
     return bytes * elems + 4 * N * (2 + nh);
 }
 
@@ -108,7 +109,8 @@ inline int64_t llama_activation_bytes(const LlamaConfig& c, Recompute r, Attenti
 constexpr int64_t playbook_activation_bytes_per_layer(Recompute r, int64_t s, int64_t b, int64_t h,
                                                       int64_t a) {
     switch (r) {
-        case Recompute::none: return 34 * s * b * h + 5 * a * s * s * b;
+        case Recompute::none:
+        case Recompute::offload: return 34 * s * b * h + 5 * a * s * s * b;  // offload: on the host
         case Recompute::selective: return 34 * s * b * h;
         case Recompute::full: return 2 * s * b * h;
     }
@@ -292,7 +294,8 @@ constexpr double playbook_layer_forward_flops(int64_t s, int64_t b, int64_t h) {
 // (Q K^T, softmax, P V) whose [a, s, s] tensors it dropped, 4 b s^2 h (the softmax's O(a s^2) is not a matmul).
 constexpr double playbook_recompute_flops_per_layer(Recompute r, int64_t s, int64_t b, int64_t h) {
     switch (r) {
-        case Recompute::none: return 0.0;
+        case Recompute::none:
+        case Recompute::offload: return 0.0;  // offload pays in bytes moved, not FLOPs
         case Recompute::selective: return 4.0 * (double)b * (double)s * (double)s * (double)h;
         case Recompute::full: return playbook_layer_forward_flops(s, b, h);
     }

@@ -143,9 +143,11 @@ std::string human_count(double x) {
 std::string memory_table(Device d) {
     const MemStats& m = mem_stats(d);
     std::string s = strfmt("memory on %-6s %12s %12s\n", device_name(d), "current", "peak");
-    for (int t = 0; t < kNumTags; t++)
+    for (int t = 0; t < kNumTags; t++) {
+        if ((Tag)t == Tag::offloaded && m.peak[t] == 0) continue;  // only --recompute offload uses it
         s += strfmt("  %-14s %12s %12s\n", tag_name((Tag)t), human_bytes(m.current[t]).c_str(),
                     human_bytes(m.peak[t]).c_str());
+    }
     s += strfmt("  %-14s %12s %12s\n", "total", human_bytes(m.total_current).c_str(),
                 human_bytes(m.total_peak).c_str());
     if (d == Device::cpu)

@@ -7,8 +7,10 @@
 // in model_units.cpp.
 // Playbook: "First steps: training on one GPU" (activation recomputation: Recompute::selective drops the
 // attention probabilities, Recompute::full keeps only the block inputs and reruns each block's forward
-// inside backward), "Pipeline parallelism" (backward as B + W). Test: `make test CH=01`.
+// inside backward, Recompute::offload parks each block's activations on the host, offload.hpp), "Pipeline parallelism" (backward as B + W). Test: `make test CH=01`.
 #include "model.hpp"
+
+#include <optional>
 
 #include "ops.hpp"
 
@@ -223,8 +225,9 @@ MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_t
     const Tag keep = train ? Tag::activations : Tag::workspace;
     // full recomputation keeps only block inputs: the rest of the block is transient
     const Tag saved = train && opt_.recompute != Recompute::full ? Tag::activations : Tag::workspace;
-    const bool keep_probs =
-        saved == Tag::activations && opt_.recompute == Recompute::none && attn_->materialises_probs();
+    const bool offload = train && opt_.recompute == Recompute::offload;
+    const bool keep_probs = saved == Tag::activations &&
+                            (opt_.recompute == Recompute::none || offload) && attn_->materialises_probs();
     MicroBatchActs acts;
     acts.mb = mb;
     acts.chunk = chunk;
@@ -237,8 +240,24 @@ MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_t
         notify(unit, Pass::forward, true);
         LayerParams w = layer_params(i, Pass::forward);
         LayerActs a;
-        Tensor x_out = block_forward(w, acts.mb, global_tokens, x, a, saved, keep, keep_probs,
-                                     cache ? &cache->layers[i] : nullptr);
+        Tensor x_out;
+        {
+            // offload: record what this block's forward keeps; its input (the previous block's output, or
+            // the embedding's) is this layer's x_in and goes with it; its output stays for the next block
+            std::optional<ActivationCapture> capture;
+            if (offload) capture.emplace(a.offloaded);
+            x_out = block_forward(w, acts.mb, global_tokens, x, a, saved, keep, keep_probs,
+                                  cache ? &cache->layers[i] : nullptr);
+        }
+        if (offload) {
+            std::vector<std::weak_ptr<Buffer>> move;
+            for (auto& b : a.offloaded)
+                if (b.lock() != x_out.buf) move.push_back(b);
+            // x_in: the embedding's output or the previous block's, never a stage's receive buffer
+            if ((embeds || i > range.begin) && x.buf->tag == Tag::activations) move.push_back(x.buf);
+            a.offloaded = std::move(move);
+            offload_to_host(a.offloaded, offload_);
+        }
         release_layer(i);
         acts.aux_loss += a.mlp->aux_loss;
         if (train) {
@@ -295,6 +314,7 @@ Tensor Model::run_backward(MicroBatchActs& acts, const Tensor& doutput, bool inp
         if (input) {
             notify(unit, Pass::backward_input, true);
             LayerParams w = layer_params(i, Pass::backward_input);
+            restore_to_device(a.offloaded, device_, offload_);  // offload: this layer's activations come back
             if (opt_.recompute == Recompute::full) {
                 // rerun this block's forward exactly as Recompute::none would, into transient tensors
                 LayerActs r;

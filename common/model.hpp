@@ -26,6 +26,7 @@
 
 #include "model_config.hpp"
 #include "model_layout.hpp"
+#include "offload.hpp"
 #include "precision.hpp"
 #include "spine.hpp"
 
@@ -51,7 +52,8 @@ struct ModelOptions {
 };
 
 // What one decoder layer keeps for backward (N = B T tokens; widths local to a TP rank). With
-// Recompute::full only x_in is kept and the backward refills the rest by rerunning the block.
+// Recompute::full only x_in is kept and the backward refills the rest by rerunning the block; with
+// Recompute::offload all of it is kept, on the host between the layer's forward and its backward.
 struct LayerActs {
     Tensor x_in;       // (N, h) block input, read by the attention RMSNorm backward
     Tensor attn_rstd;  // (N) 1 / rms of x_in
@@ -62,6 +64,9 @@ struct LayerActs {
     Tensor xn2;        // (Ng, h) normalised input of the MLP
     std::unique_ptr<MlpActs> mlp;  // the MLP core's (dense: gate, up, act (Ng, f) each)
     Tensor d_xn1, d_xn2;  // B -> W: d loss / d the norms' outputs (N, h): their weight gradients read them
+    // Recompute::offload: the buffers of all the above (x_in included), on the host from the end of this
+    // layer's forward to the start of its backward
+    std::vector<std::weak_ptr<Buffer>> offloaded;
 };
 
 struct HeadActs {
@@ -159,6 +164,7 @@ class Model {
     void remove_observer(ModelObserver* o);
     AttentionCore& attention() { return *attn_; }
     MlpCore& mlp() { return *mlp_; }
+    const OffloadStats& offload_stats() const { return offload_; }  // Recompute::offload's bytes and seconds
 
    private:
     enum class Run { train, loss, logits };
@@ -211,6 +217,7 @@ class Model {
     GradientSink* sink_;
     LossCore* loss_;
     std::vector<ModelObserver*> observers_;
+    OffloadStats offload_;
 };
 
 }  // namespace penta

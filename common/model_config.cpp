@@ -240,6 +240,7 @@ const char* recompute_name(Recompute r) {
         case Recompute::none: return "none";
         case Recompute::selective: return "selective";
         case Recompute::full: return "full";
+        case Recompute::offload: return "offload";
     }
     return "?";
 }
@@ -249,9 +250,9 @@ const char* attention_kernel_name(AttentionKernel k) {
 }
 
 Recompute parse_recompute(const std::string& s) {
-    for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
+    for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full, Recompute::offload})
         if (s == recompute_name(r)) return r;
-    FAIL("recompute '%s' is not one of none|selective|full", s.c_str());
+    FAIL("recompute '%s' is not one of none|selective|full|offload", s.c_str());
 }
 
 AttentionKernel parse_attention_kernel(const std::string& s) {

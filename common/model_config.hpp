@@ -62,13 +62,14 @@ LlamaConfig load_hf_config(const std::string& path);
 //   none      everything the backward reads (with the naive kernel: the (B, nh, T, T) probabilities too)
 //   selective drop the attention probabilities; the backward recomputes them from q, k and the lse
 //   full      keep only each block's input; the backward reruns the block's forward first
-enum class Recompute : uint8_t { none, selective, full };
+// offload: everything none keeps, moved to host memory between a layer's forward and backward (offload.hpp)
+enum class Recompute : uint8_t { none, selective, full, offload };
 // naive materialises the (T, T) probabilities; flash (tiled, online softmax) never does
 enum class AttentionKernel : uint8_t { naive, flash };
 
 const char* recompute_name(Recompute r);
 const char* attention_kernel_name(AttentionKernel k);
-Recompute parse_recompute(const std::string& s);               // throws listing none|selective|full
+Recompute parse_recompute(const std::string& s);               // throws listing none|selective|full|offload
 AttentionKernel parse_attention_kernel(const std::string& s);  // throws listing naive|flash
 
 }  // namespace penta

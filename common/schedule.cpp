@@ -14,9 +14,9 @@ ScheduleResult Sequential::run(Model& model, std::vector<MicroBatch>& micro_batc
     const Device dev = model.device();
     for (size_t i = 0; i < micro_batches.size(); i++) {
         const MicroBatch& mb = micro_batches[i];
-        const int64_t before = mem_stats(dev).current[(int)Tag::activations];
+        const int64_t before = kept_activation_bytes(dev);  // on the device, and on the host under offload
         MicroBatchActs acts = model.forward(mb, global_tokens, link.recv_forward(mb));
-        if (i == 0) r.saved_activation_bytes = mem_stats(dev).current[(int)Tag::activations] - before;
+        if (i == 0) r.saved_activation_bytes = kept_activation_bytes(dev) - before;
         if (r.first_non_finite < 0 && !std::isfinite(acts.loss)) r.first_non_finite = (int64_t)i;
         r.loss += acts.loss;
         r.aux_loss += acts.aux_loss;

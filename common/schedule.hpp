@@ -40,7 +40,7 @@ struct StageLink {
 struct ScheduleResult {
     double loss = 0;      // sum over the micro-batches of Model::forward's loss (the head's stage's)
     double aux_loss = 0;  // sum of the MLP cores' auxiliary losses on this stage
-    int64_t saved_activation_bytes = 0;  // what the first micro-batch's forward kept (Tag::activations)
+    int64_t saved_activation_bytes = 0;  // what the first micro-batch's forward kept (Tag::activations + Tag::offloaded)
     int64_t first_non_finite = -1;  // the first micro-batch whose loss is a NaN or infinite (-1: none)
 };
 

@@ -18,7 +18,7 @@ namespace penta {
 
 const char* tag_name(Tag t) {
     static const char* names[kNumTags] = {"params", "grads", "master", "optim", "activations", "comm",
-                                          "workspace"};
+                                          "workspace", "offloaded"};
     return names[(int)t];
 }
 const char* device_name(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
@@ -152,6 +152,7 @@ const char* tag_flags(Tag t) {
         case Tag::activations: return "set by --micro-batch × --seq and --model; --recompute lowers it";
         case Tag::comm: return "communication buffers: set by the model's size and --bucket-mb";
         case Tag::workspace: return "set by --micro-batch × --seq and --model";
+        case Tag::offloaded: return "host copies of activations: --recompute offload, set by --micro-batch × --seq";
     }
     return "";
 }
@@ -213,12 +214,35 @@ int64_t Tensor::numel() const {
     return n;
 }
 
+namespace {
+thread_local std::vector<std::weak_ptr<Buffer>>* g_capture = nullptr;
+}
+
+ActivationCapture::ActivationCapture(std::vector<std::weak_ptr<Buffer>>& into) : prev_(g_capture) { g_capture = &into; }
+ActivationCapture::~ActivationCapture() { g_capture = prev_; }
+
+void relocate(const std::shared_ptr<Buffer>& b, Device to, Tag tag) {
+    if (b->device == to && b->tag == tag) return;
+    // a fresh buffer on `to`, the bytes copied into it, then the two swap their memory: `fresh` leaves with the
+    // old memory and its destructor frees it and un-counts the old tag
+    auto fresh = std::make_shared<Buffer>(b->bytes, to, tag);
+    Tensor src, dst;
+    src.buf = b, dst.buf = fresh;
+    src.dtype = dst.dtype = DType::e4m3;  // one byte per element: a plain byte copy
+    src.shape = dst.shape = {(int64_t)b->bytes};
+    copy(dst, src);
+    std::swap(b->ptr, fresh->ptr);
+    std::swap(b->device, fresh->device);
+    std::swap(b->tag, fresh->tag);
+}
+
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Tag tag) {
     Tensor t;
     t.shape = shape;
     t.dtype = dtype;
     for (int64_t d : shape) CHECK(d >= 0, "negative dimension in shape %s", shape_str(shape).c_str());
     t.buf = std::make_shared<Buffer>(t.nbytes(), device, tag);
+    if (g_capture && tag == Tag::activations) g_capture->push_back(t.buf);
     return t;
 }
 

@@ -18,8 +18,9 @@
 namespace penta {
 
 enum class Device : uint8_t { cpu, cuda };
-enum class Tag : uint8_t { params, grads, master, optim, activations, comm, workspace };
-constexpr int kNumTags = 7;
+// offloaded: activations moved to host memory between a layer's forward and its backward (--recompute offload)
+enum class Tag : uint8_t { params, grads, master, optim, activations, comm, workspace, offloaded };
+constexpr int kNumTags = 8;
 const char* tag_name(Tag t);
 const char* device_name(Device d);
 
@@ -53,6 +54,23 @@ struct Buffer {
     ~Buffer();
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
+};
+
+// Moves a buffer's bytes to another device and tag in place: every Tensor that shares it (views, slices)
+// follows, and the counts move from the old tag to the new one. Activation offload's primitive.
+void relocate(const std::shared_ptr<Buffer>& b, Device to, Tag tag);
+
+// While one is alive, every buffer allocated with Tag::activations on this thread is recorded: the model
+// learns which buffers a layer's forward kept without each core listing its tensors. Captures nest.
+class ActivationCapture {
+   public:
+    explicit ActivationCapture(std::vector<std::weak_ptr<Buffer>>& into);
+    ~ActivationCapture();
+    ActivationCapture(const ActivationCapture&) = delete;
+    ActivationCapture& operator=(const ActivationCapture&) = delete;
+
+   private:
+    std::vector<std::weak_ptr<Buffer>>* prev_;
 };
 
 // ---------------------------------------------------------------------------------------------------

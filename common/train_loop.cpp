@@ -155,7 +155,7 @@ void configure_log(TrainLoop& loop, const LlamaConfig& mc, Device device, int nu
     // HFU beside MFU when --recompute makes the hardware run more than the model: a decoder layer's matmul
     // weights are what is left of the matmul parameters without lm_head, the final norm and the layers' two norms
     Model& model = loop.trainer.model;
-    if (model.options().recompute != Recompute::none) {
+    if (model.options().recompute != Recompute::none && model.options().recompute != Recompute::offload) {
         const int64_t layer = (matmul_params - mc.vocab * mc.hidden - mc.hidden) / mc.n_layers - 2 * mc.hidden;
         loop.log.hardware_flops_per_token =
             loop.log.flops_per_token + recompute_flops_per_token(model.options().recompute,
@@ -447,6 +447,15 @@ void print_activation_table(const Model& model, const TrainConfig& cfg, int64_t 
     std::printf("\nactivations saved by one micro-batch's forward (b=%ld, s=%ld, recompute %s, attention %s):\n",
                 (long)B, (long)T, recompute_name(r), attention_kernel_name(k));
     std::printf("  measured (allocator, Tag::activations)      %12ld bytes\n", (long)measured);
+    if (r == Recompute::offload) {
+        const OffloadStats& o = model.offload_stats();
+        const int64_t host = mem_stats(Device::cpu).peak[(int)Tag::offloaded];
+        std::printf("  of it on the host at most (Tag::offloaded)  %12ld bytes  %s %ld layers x %ld: the device keeps\n"
+                    "  the head's %ld and one layer at a time. Moved: %s to the host and %s back in %.3f s\n",
+                    (long)host, host == c.n_layers * per_layer ? "=" : "(DIFFERENT from)", (long)c.n_layers,
+                    (long)per_layer, (long)head, human_bytes(o.bytes_to_host).c_str(),
+                    human_bytes(o.bytes_to_device).c_str(), o.seconds);
+    }
     std::printf("  our formula: %ld layers x %ld + head %ld  %12ld bytes  %s\n", (long)c.n_layers, (long)per_layer,
                 (long)head, (long)(c.n_layers * per_layer + head),
                 measured == c.n_layers * per_layer + head ? "(equal)" : "(DIFFERENT)");

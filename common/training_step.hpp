@@ -53,7 +53,7 @@ struct StepResult {
     double aux_loss = 0;         // the MLP cores' auxiliary losses (MoE), summed like the loss; 0 dense
     double grad_norm = 0;        // before clipping
     double global_tokens = 0;    // target tokens in the global batch (the loss's denominator)
-    int64_t saved_activation_bytes = 0;  // what the first micro-batch's forward kept (Tag::activations)
+    int64_t saved_activation_bytes = 0;  // what the first micro-batch's forward kept (Tag::activations + Tag::offloaded)
 };
 
 // What a parallel layout adds to a step, in phases. A layout installs a LIST of hooks; every hook's method

@@ -91,7 +91,7 @@ expect_table 10 "$BIN/01_single_gpu" <<'EOF'
 --grad-clip -1                            | --grad-clip -1 must be a finite number >= 0
 # words, unknown flags, flags of other chapters
 --device tpu                              | --device tpu must be auto, cpu or cuda
---recompute most                          | --recompute most must be none, selective or full
+--recompute most                          | --recompute most must be none, selective, full or offload
 --attention fast                          | --attention fast must be naive or flash
 --bogus 1                                 | unknown flag --bogus
 --dp 2                                    | unknown flag --dp

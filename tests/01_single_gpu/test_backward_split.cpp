@@ -141,7 +141,7 @@ TEST_CASE("backward split: every B then every W equals the fused backward bitwis
     const PipelineSlice whole{0, -1, true, true};
     for (bool tied : {false, true})
         for (AttentionKernel k : {AttentionKernel::naive, AttentionKernel::flash})
-            for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
+            for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full, Recompute::offload})
                 check_case(Case{tied, k, r, whole});
 }
 
@@ -151,6 +151,8 @@ TEST_CASE("backward split: pipeline stages (embedding + first layer; last layer 
         check_case(Case{tied, AttentionKernel::flash, Recompute::full, PipelineSlice{1, 2, false, true}});
     }
     check_case(Case{false, AttentionKernel::naive, Recompute::selective, PipelineSlice{1, 2, false, false}});
+    // offload on a middle stage: the received input is not moved (only what the stage's blocks kept)
+    check_case(Case{false, AttentionKernel::naive, Recompute::offload, PipelineSlice{0, 2, false, false}});
 }
 
 TEST_CASE("backward split: W before B, or B twice, is refused") {

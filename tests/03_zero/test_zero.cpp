@@ -159,9 +159,11 @@ TEST_SUITE("ch03 np2") {
         check_traffic_ratio(*dp);
     }
 
-    TEST_CASE("ZeRO-3 under full recomputation: backward reruns each block on the gathered weights") {
+    TEST_CASE("ZeRO-3 under full recomputation (backward reruns each block on the gathered weights) and under offload") {
         auto dp = make_world_comm(CommBackend::mpi);
         Spec s{true, 2, 1, 3, Recompute::full};
+        check_stage(s, ZeroStage::zero3, *dp, reference_run(s, dp->size()));
+        s.recompute = Recompute::offload;  // gathered weights, activations parked on the host
         check_stage(s, ZeroStage::zero3, *dp, reference_run(s, dp->size()));
     }
 

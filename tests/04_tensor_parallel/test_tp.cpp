@@ -129,6 +129,7 @@ TEST_SUITE("ch04 np2") {
         ParallelGrid g = tp_grid(cfg, 2);
         TensorParallel b(g.tp());
         check_model_step(cfg, b, Recompute::full);  // the recomputed block all-reduces again: same gradients
+        check_model_step(cfg, b, Recompute::offload);
     }
     TEST_CASE("TP tp 2 trains like one rank: 6 steps, losses, grad norms and gathered weights (vocab 63, 64 tied)") {
         for (auto [V, tied] : {std::pair<int64_t, bool>{63, false}, {64, true}}) {

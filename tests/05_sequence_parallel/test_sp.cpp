@@ -59,9 +59,9 @@ TEST_SUITE("ch05 np2") {
             check_model_step(cfg, b, Recompute::full, true);
         }
     }
-    TEST_CASE("SP tp 2 trains like one rank: 6 steps, recompute none and full, grad-accum 2 (vocab 63)") {
+    TEST_CASE("SP tp 2 trains like one rank: 6 steps, recompute none, full and offload, grad-accum 2 (vocab 63)") {
         LlamaConfig cfg = tp_config(63);
-        for (Recompute rc : {Recompute::none, Recompute::full}) {
+        for (Recompute rc : {Recompute::none, Recompute::full, Recompute::offload}) {
             Layout L;
             L.tp = 2, L.sp = true, L.grad_accum = 2, L.recompute = rc;
             check_trains_like_one_rank(cfg, L, 6, 1e-5, "", &sp_parts());

@@ -42,12 +42,17 @@ TEST_SUITE("ch07 np2") {
     TEST_CASE("pp 2 trains like one rank under every schedule, m = p, 2p and odd") {
         for (int m : {2, 4, 3}) check_every_schedule(2, m);
     }
-    TEST_CASE("pp 2 with an uneven split (3 + 1 layers) and with full recomputation trains like one rank") {
+    TEST_CASE("pp 2 with an uneven split (3 + 1 layers), with full recomputation and with offload trains like one rank") {
         PpLayout L;
         L.layers = "3,1";
         check_pp_trains_like_one_rank(L, kSteps, kRtol);
         L.layers = "", L.schedule = "zb1", L.recompute = Recompute::full;
         check_pp_trains_like_one_rank(L, kSteps, kRtol);
+        // offload under 1F1B and ZB-H1: several micro-batches' layers parked on the host at once, W after B
+        for (const char* s : {"1f1b", "zb1"}) {
+            L.schedule = s, L.recompute = Recompute::offload;
+            check_pp_trains_like_one_rank(L, kSteps, kRtol);
+        }
     }
     TEST_CASE("pp 2 on the tied `small` model: the last stage's replica of the table stays the first stage's") {
         for (const char* s : {"1f1b", "dualpipe"}) {
