@@ -271,6 +271,10 @@ template <class T>
 T* Tensor::ptr() const {
     CHECK(defined(), "ptr() of an undefined tensor");
     CHECK(dtype_matches<T>(dtype), "typed access does not match the tensor's dtype %s", dtype_name(dtype));
+    // on CPU ranks the host copy is readable memory, so reading it would go unnoticed; on a GPU it is not there
+    CHECK(buf->tag != Tag::offloaded,
+          "an op reads a %s tensor that --recompute offload parked on the host: its layer's backward restores it first",
+          shape_str(shape).c_str());
     return (T*)data();
 }
 template float* Tensor::ptr<float>() const;
