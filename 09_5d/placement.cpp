@@ -46,6 +46,7 @@ Placement discover_placement(Comm& world) {
 }
 
 std::string tp_groups_across_nodes(const GridShape& s, const Placement& p) {
+    // EXERCISE 09.1 begin: the tp-inside-a-node rule: every tp group (tp consecutive ranks, tp innermost) whose ranks sit on more than one node, listed
     std::string out;
     for (int r = 0; r < (int)p.node.size(); r += s.tp) {  // the tp groups are runs of tp consecutive ranks
         bool split = false;
@@ -56,6 +57,7 @@ std::string tp_groups_across_nodes(const GridShape& s, const Placement& p) {
         out += (out.empty() ? "" : "; ") + ("ranks " + g);
     }
     return out;
+    // EXERCISE 09.1 end
 }
 
 void check_placement(const GridShape& s, const Placement& p, bool force) {

@@ -239,10 +239,12 @@ RankPrediction predict_rank(const Job& job, const Machine& m, const Layout& L, i
     // ZeRO cuts each unit over the data group: dp × cp for dense units (their gradients are summed over both),
     // edp = dp · cp / ep for experts; this rank's place in it
     const int K = g.dp * g.cp, d = r.coords.cp + g.cp * r.coords.dp, Ke = K / g.ep, de = d / g.ep;
+    // EXERCISE 09.2 begin: this rank's model-state bytes for the layout: its slice's numel, its ZeRO shard (dense units over dp × cp, experts over edp), params + grads + master + optimizer
     r.numel = s.numel;
     r.shard = zero_shard_numel(s.units, K, d) + (s.expert_numel / Ke + (de < s.expert_numel % Ke ? 1 : 0));
     r.state = job.precision == Precision::fp32 ? zero_model_state_bytes_fp32(L.zero, s.numel, r.shard)
                                                : zero_model_state_bytes_bf16(L.zero, s.numel, r.shard);
+    // EXERCISE 09.2 end
 
     const ActBytes a = micro_batch_activations(job, L, s);
     r.micro_batch_activations = a.total;
