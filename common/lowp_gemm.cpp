@@ -41,10 +41,12 @@ float max_finite(DType format) {
 }
 
 float tile_scale(float amax, DType format) {
+    // EXERCISE 11.2 begin: the tile's scale: its largest magnitude onto the format's largest value
     if (!(amax > 0)) return amax == 0 ? 1.0f : amax;  // all zeros: any scale; NaN: let it propagate
     // a tile of tiny values must not get a scale that underflows (x / 0); below FLT_MIN the scale stays
     // FLT_MIN and such a tile keeps fewer bits — values 2^-126 * 448 and smaller, far under any gradient
     return std::max(amax / max_finite(format), FLT_MIN);
+    // EXERCISE 11.2 end
 }
 
 std::vector<float> TileQuant::dequantise() const {
