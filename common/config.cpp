@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "core.hpp"
+#include "precision.hpp"
 #include "runtime.hpp"
 
 namespace penta {
@@ -103,6 +104,8 @@ void TrainConfig::register_flags(Flags& f) {
     f.add("data", &data, "addition | llmc:GLOB | raw:GLOB | text:FILE");
     f.add("recompute", &recompute, "activation recomputation: none | selective | full | offload (to host memory)");
     f.add("attention", &attention, "attention kernel: naive (saves T x T probabilities) | flash (online softmax)");
+    f.add("precision", &precision, "fp32|bf16|fp16|fp8: weights, GEMM inputs and loss scaling (chapter 11; low "
+          "precision GEMMs are emulated on the CPU)");
     f.add("tf32", &tf32, "f32 matmuls on TF32 tensor cores (GPU only; ~1e-3 relative error instead of ~1e-6)");
     f.add("seq", &seq, "tokens per sequence");
     f.add("micro-batch", &micro_batch, "sequences per micro-batch");
@@ -255,6 +258,7 @@ void TrainConfig::validate() const {
     CHECK(recompute == "none" || recompute == "selective" || recompute == "full" || recompute == "offload",
           "--recompute %s must be none, selective, full or offload", recompute.c_str());
     CHECK(attention == "naive" || attention == "flash", "--attention %s must be naive or flash", attention.c_str());
+    Precision::named(precision);  // names the flag when it is none of the four
     CHECK(seq >= 2, "--seq %ld must be >= 2", (long)seq);
     CHECK(micro_batch >= 1, "--micro-batch %ld must be >= 1", (long)micro_batch);
     CHECK(grad_accum >= 1, "--grad-accum %ld must be >= 1", (long)grad_accum);

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "ops.hpp"
+#include "lowp_gemm.hpp"
 
 namespace penta {
 
@@ -190,6 +191,7 @@ void Model::head_backward_weight(HeadActs& acts) {
 MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_tokens, const Tensor& hidden_in,
                                   Tensor* logits, int chunk, KVCache* cache) {
     const Tf32Scope tf32(opt_.precision.tf32);  // the policy's matmul precision for this pass
+    const GemmScope gemm(opt_.precision.gemm);  // and the linear layers' GEMM format (chapter 11)
     CHECK(chunk >= 0 && chunk < layout_.slice.chunks(), "model chunk %d: this stage holds %d", chunk,
           layout_.slice.chunks());
     const LayerRange range = layout_.slice.chunk(chunk);
@@ -281,6 +283,7 @@ MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_t
 // gradient (W) and the gradient sink's signal when `weight`. Both: the fused backward.
 Tensor Model::run_backward(MicroBatchActs& acts, const Tensor& doutput, bool input, bool weight) {
     const Tf32Scope tf32(opt_.precision.tf32);
+    const GemmScope gemm(opt_.precision.gemm);
     const LayerRange range = layout_.slice.chunk(acts.chunk);
     const bool embeds = acts.chunk == embedding_chunk_, heads = acts.chunk == head_chunk_;
     const MicroBatch& mb = acts.mb;

@@ -1,6 +1,7 @@
 // ops.cpp — the front door of every op: check operands (shapes, dtypes, one device), then dispatch to the
 // CPU reference (penta::cpu) or the CUDA backend (penta::cuda). See ops.hpp for what each op computes.
 #include "ops.hpp"
+#include "lowp_gemm.hpp"
 
 #include <cstring>
 
@@ -66,11 +67,17 @@ Tf32Scope::Tf32Scope(bool allow) : previous_(g_tf32) { g_tf32 = allow; }
 Tf32Scope::~Tf32Scope() { g_tf32 = previous_; }
 bool Tf32Scope::allowed() { return g_tf32; }
 
-void linear_forward(const Tensor& x, const Tensor& W, Tensor& y) { matmul(x, W, y, false, true); }
+// the linear layers' GEMMs go through linear_gemm: plain matmul, or the precision policy's low-precision GEMM
+// (lowp_gemm.hpp), told which operand is the gradient (fp8 reads it in e5m2)
+void linear_forward(const Tensor& x, const Tensor& W, Tensor& y) {
+    linear_gemm(x, W, y, false, true, 0.0f, Operand::activation, Operand::weight);
+}
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& W, Tensor& dx, Tensor& dW) {
-    if (dx.defined()) matmul(dy, W, dx, false, false);           // (N, out) @ (out, in) -> (N, in)
-    if (dW.defined()) matmul(dy, x, dW, true, false, 1.0f, 1.0f);  // (out, N) @ (N, in) += (out, in)
+    if (dx.defined())  // (N, out) @ (out, in) -> (N, in)
+        linear_gemm(dy, W, dx, false, false, 0.0f, Operand::gradient, Operand::weight);
+    if (dW.defined())  // (out, N) @ (N, in) += (out, in)
+        linear_gemm(dy, x, dW, true, false, 1.0f, Operand::gradient, Operand::activation);
 }
 
 void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& out, int64_t vocab_start) {

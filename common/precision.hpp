@@ -9,15 +9,23 @@
 //           dtype, so until chapter 11 adds conversion around them it must equal `grad` (validate says so)
 //   fp32_master   the optimizer keeps an fp32 copy of the weights it updates (Tag::master), steps that copy
 //                 and writes it back rounded to `param`: small updates are not lost to bf16's 8-bit mantissa
+//   gemm          the format the linear layers' GEMMs read their inputs in (chapter 11): f32; bf16 or f16 (each
+//                 input rounded to it, products summed in f32); e4m3 = fp8 (forward inputs e4m3, the gradient
+//                 operand of the backward GEMMs e5m2, each scaled per tile: 1x128 for the left operand, 128x128
+//                 for the right one, partial sums promoted to f32 every 128 elements of K; lowp_gemm.hpp). The
+//                 CPU emulates every format exactly; activations, gradients and the other ops stay f32 there.
+//   loss_scaling  fp16's dynamic loss scale (loss_scaler.hpp): the loss gradient is multiplied by S so small
+//                 gradients survive f16's range, the step is skipped and S halved when one overflows
 //   tf32          f32 matmuls may run on TF32 tensor cores (inputs rounded to 10 mantissa bits, sums in
 //                 f32: ~8x the plain fp32 rate on an A100/H100, errors near 1e-3 instead of 1e-6). GPU
 //                 only (the CPU computes in f32 whatever it says); off by default, --tf32 turns it on.
 // The default is all fp32 without a master copy: chapters 01-05 as they were, bit for bit.
 //
 // Playbook: "Mixed precision training" (bf16 weights with fp32 master weights and optimizer states: the
-// 2Ψ + 2Ψ + 12Ψ of the memory tables). Chapter 11 adds bf16/fp16/fp8 compute and loss scaling; until then
-// the CPU ops compute in fp32, so act, grad and comm must be f32 (validate says so).
-// Test: `make test CH=01` (the bf16-parameter smoke test in tests/01_single_gpu/test_precision.cpp).
+// 2Ψ + 2Ψ + 12Ψ of the memory tables; fp16 loss scaling; FP8 with fine-grained scales). Chapter 11's
+// --precision fp32|bf16|fp16|fp8 names the four policies (Precision::named); the CPU computes the low
+// precision GEMMs by emulation, so act, grad and comm stay f32 (validate says so).
+// Test: `make test CH=01` (bf16 weights), `make test CH=11` (the four policies).
 #pragma once
 #include <string>
 
@@ -32,11 +40,17 @@ struct Precision {
     DType comm = DType::f32;
     bool fp32_master = false;
     bool tf32 = false;
+    DType gemm = DType::f32;
+    bool loss_scaling = false;
 
     // bf16 weights (half the bytes, also for ZeRO-3's gathers), fp32 master weights, fp32 gradients and
     // compute: the policy of the playbook's mixed-precision memory table, minus bf16 compute
     static Precision bf16_params() { return Precision{DType::bf16, DType::f32, DType::f32, DType::f32, true}; }
-    std::string str() const;  // "param bf16, grad f32, act f32, comm f32, fp32 master, tf32"
+    // --precision NAME: fp32 (the default above); bf16 = bf16 weights and GEMMs, fp32 master and gradients;
+    // fp16 = the same in f16 with dynamic loss scaling; fp8 = bf16 weights, fp8 GEMMs with tile scales.
+    // Throws naming the flag for any other name.
+    static Precision named(const std::string& name);
+    std::string str() const;  // "param bf16, grad f32, act f32, comm f32, fp32 master, gemm bf16, loss scaling"
     // throws naming the field and the rule when a combination is not supported (yet)
     void validate() const;
 };

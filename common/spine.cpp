@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "ops.hpp"
+#include "lowp_gemm.hpp"
 
 namespace penta {
 
@@ -61,7 +62,7 @@ const char* pass_name(Pass p) {
 }
 
 void linear_backward_input_add(const Tensor& dy, const Tensor& W, Tensor& dx) {
-    matmul(dy, W, dx, false, false, 1.0f, 1.0f);  // (N, out) @ (out, in) += (N, in)
+    linear_gemm(dy, W, dx, false, false, 1.0f, Operand::gradient, Operand::weight);  // (N, out) @ (out, in) += (N, in)
 }
 
 // ---- the attention sublayer ------------------------------------------------------------------------------

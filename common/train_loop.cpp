@@ -124,6 +124,7 @@ ModelOptions model_options(const TrainConfig& cfg) {
     ModelOptions o;
     o.recompute = parse_recompute(cfg.recompute);
     o.attention = parse_attention_kernel(cfg.attention);
+    o.precision = Precision::named(cfg.precision);  // --precision (chapter 11)
     o.precision.tf32 = cfg.tf32;
     if (is_hf_model_dir(cfg.model)) o.weights = std::make_shared<HfCheckpoint>(cfg.model);  // each rank its slices
     return o;
@@ -306,6 +307,14 @@ StepResult train_steps(TrainLoop& L, const Dataset& val) {
         StepHooks* h;
         ~Unhook() { hooks.erase(std::remove(hooks.begin(), hooks.end(), h), hooks.end()); }
     } unhook{hooks, &inject_nan};
+    // fp16's loss scaling (loss_scaler.hpp) when the precision policy asks for it and the chapter gave none
+    LossScaler scaler;
+    struct Unscale {
+        Trainer& t;
+        bool installed;
+        ~Unscale() { if (installed) t.scaler = nullptr; }
+    } unscale{L.trainer, L.trainer.model.precision().loss_scaling && !L.trainer.scaler};
+    if (unscale.installed) L.trainer.scaler = &scaler;
     StragglerWatch stragglers(L.world);
     // --resume and --save (checkpoint_load.hpp, checkpoint_save.hpp): the state saved is the model's and the
     // optimizer's; the data position and the LR follow from the step
@@ -356,6 +365,8 @@ StepResult train_steps(TrainLoop& L, const Dataset& val) {
             rec.extra.push_back({"val loss", e.loss});
         }
         if (r.aux_loss != 0) rec.extra.push_back({"aux loss", r.aux_loss});  // a MoE core's load balancing
+        if (L.trainer.scaler) rec.extra.push_back({"loss scale", r.loss_scale});
+        if (r.skipped) rec.extra.push_back({"skipped (overflow)", 1});
         if (L.on_step) L.on_step(rec, r);
         log.log(rec, (s + 1) % cfg.log_every == 0 || s == first || last || eval_now);
         if (ckpt) ckpt->after_step(s + 1, seconds, last);

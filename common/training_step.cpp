@@ -151,19 +151,34 @@ StepResult training_step(Trainer& t, const Dataset& data, int64_t step, const Ba
           "step %ld: no sample of the global batch has a target token (data %s, --seq %ld): a longer --seq is "
           "needed", (long)step, data.describe().c_str(), (long)plan.seq);
 
+    CHECK(!t.model.precision().loss_scaling || t.scaler,
+          "precision %s: loss scaling needs a LossScaler in the Trainer", t.model.precision().str().c_str());
+    CHECK(!t.scaler || !t.model.mlp().has_aux_loss(),
+          "loss scaling with a MoE core's auxiliary loss: its gradient would not be scaled (use --precision bf16)");
+    // Loss scaling: the model divides the loss by global_tokens / S, so d loss / d logits, and every gradient
+    // after it, is S times the true one (S a power of two: exact until something overflows)
+    if (t.scaler) r.loss_scale = t.scaler->scale();
     t.model.zero_grads();
     hooks.begin_step();
-    const ScheduleResult s = schedule.run(t.model, mbs, r.global_tokens, link, hooks);
+    const ScheduleResult s = schedule.run(t.model, mbs, r.global_tokens / r.loss_scale, link, hooks);
     hooks.finish_gradients();
     r.saved_activation_bytes = s.saved_activation_bytes;
-    r.loss = plan.sum_over_batch(link.share_loss(s.loss));
+    r.loss = plan.sum_over_batch(link.share_loss(s.loss)) / r.loss_scale;
     if (t.model.mlp().has_aux_loss()) r.aux_loss = plan.sum_over_batch(link.sum_over_stages(s.aux_loss));
     hooks.before_update();
     // AdamW::step, split so that the cheap check of every step (the loss, and the norm the optimizer
     // computes anyway; both are reduced, so every rank decides alike) runs before the update
-    r.grad_norm = t.optimizer.grad_norm();
+    r.grad_norm = t.optimizer.grad_norm() / r.loss_scale;
+    // an overflowed gradient under loss scaling is the scaler's business: skip, back off (every rank alike,
+    // the norm is reduced over all of them); a non-finite loss is the model's and stops the run
+    if (t.scaler && std::isfinite(r.loss) && !t.scaler->update(std::isfinite(r.grad_norm))) {
+        r.skipped = true;
+        hooks.after_update();  // the weights did not change: ZeRO's gathers bring back what every rank holds
+        return r;
+    }
     if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) stop_non_finite(t, step, s, r);
-    t.optimizer.update(lr, clip_scale(r.grad_norm, grad_clip));
+    // unscaling is folded into the factor AdamW multiplies each gradient by, beside the clipping
+    t.optimizer.update(lr, clip_scale(r.grad_norm, grad_clip) / r.loss_scale);
     hooks.after_update();
     return r;
 }

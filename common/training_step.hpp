@@ -20,6 +20,7 @@
 #include "comm.hpp"
 #include "data.hpp"
 #include "grid.hpp"
+#include "loss_scaler.hpp"
 #include "model.hpp"
 #include "optim.hpp"
 #include "schedule.hpp"
@@ -54,6 +55,8 @@ struct StepResult {
     double grad_norm = 0;        // before clipping
     double global_tokens = 0;    // target tokens in the global batch (the loss's denominator)
     int64_t saved_activation_bytes = 0;  // what the first micro-batch's forward kept (Tag::activations + Tag::offloaded)
+    float loss_scale = 1;        // the scale this step's backward ran with (1: no loss scaling)
+    bool skipped = false;        // a scaled gradient overflowed: no update this step (loss_scaler.hpp)
 };
 
 // What a parallel layout adds to a step, in phases. A layout installs a LIST of hooks; every hook's method
@@ -84,6 +87,7 @@ struct Trainer {
     std::vector<StepHooks*> hooks{};  // what the layout adds
     Schedule* schedule = nullptr;     // nullptr: Sequential
     StageLink* link = nullptr;        // nullptr: one stage, nothing to exchange
+    LossScaler* scaler = nullptr;     // fp16's loss scaling (the policy's loss_scaling needs one); nullptr: none
 };
 
 // Zeroes the gradients, runs the micro-batches of `step` (0-based) and one optimizer step with lr.

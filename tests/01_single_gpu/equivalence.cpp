@@ -17,7 +17,7 @@ namespace {
 void train_into(Model& model, const AdamWConfig& adamw, const Dataset& data, int64_t seq, int64_t rows,
                 int64_t micro_batch, int64_t steps, const std::function<float(int64_t)>& lr, float clip,
                 std::vector<double>& losses, std::vector<double>& norms, std::vector<float>& params) {
-    AdamW optim(model.params(), model.grads(), optimizer_ranges(model), adamw);
+    AdamW optim(model.params(), model.grads(), optimizer_ranges(model), adamw, model.precision().fp32_master);
     BatchPlan plan;
     plan.seq = seq;
     plan.global_batch = rows;

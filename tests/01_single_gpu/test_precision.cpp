@@ -2,44 +2,18 @@
 // weights with fp32 master weights train `small` like fp32 (the smoke test chapter 11 deepens), hold 2 bytes
 // per weight plus a 4-byte master copy, and the combinations the kernels cannot run yet are refused by name.
 // Playbook: "Mixed precision training". Run: `make test CH=01`.
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
 #include "../../common/formulas.hpp"
 #include "../../common/training_step.hpp"
 #include "../testing.hpp"
+#include "words_dataset.hpp"
 
 using namespace penta;
 using namespace penta::testing;
 
 namespace {
-
-// Text, not the addition task: its loss falls smoothly, where the addition task's plateau breaks at a step
-// that any rounding difference moves (an fp32 run with another micro-batch split differs by up to 19% per
-// step there), which would compare chaos, not precision. 64 KiB of 512 made-up words of 2-7 letters, drawn
-// by the counter RNG with Zipf-like frequencies, so the data never changes and stays far from memorised in
-// 50 steps (an fp32 run with another micro-batch split agrees with it to 1e-5 at every step).
-std::unique_ptr<Dataset> words_dataset(int32_t vocab) {
-    std::vector<std::string> words(512);
-    for (uint64_t w = 0; w < words.size(); w++)
-        for (uint32_t n = 2 + philox4x32(99, 1, w).v[0] % 6, c = 0; c < n; c++)
-            words[w] += (char)('a' + philox4x32(99, 2, w * 8 + c).v[0] % 26);
-    std::string text;
-    for (uint64_t i = 0; text.size() < 65536; i++) {
-        const Philox4 r = philox4x32(99, 3, i);
-        const uint32_t rank = (uint32_t)(words.size() * std::pow(u32_to_unit(r.v[0]), 2.0));  // frequent words first
-        text += words[rank];
-        text += r.v[1] % 9 == 0 ? ".\n" : " ";
-    }
-    const std::string path = "/tmp/penta_precision_words_" + std::to_string(getpid()) + ".txt";
-    std::ofstream(path) << text;
-    auto data = make_dataset("text:" + path, 1337, vocab);
-    std::remove(path.c_str());  // the dataset maps the file: its bytes stay readable
-    return data;
-}
 
 std::vector<double> train_small(const Precision& precision, ModelStateBytes* state) {
     const LlamaConfig cfg = preset("small");

@@ -41,13 +41,16 @@ void RandomTokens::get(int64_t sample_id, int64_t T, int32_t* tokens, int32_t* t
 std::string Layout::str() const {
     return strfmt("tp %d × dp %d%s%s, micro-batch %lld × grad-accum %lld, recompute %s", tp, dp, sp ? " +sp" : "",
                   zero ? strfmt(" ZeRO-%d", zero).c_str() : "", (long long)micro_batch, (long long)grad_accum,
-                  recompute_name(recompute));
+                  recompute_name(recompute)) +
+           (precision.gemm == DType::f32 && precision.param == DType::f32 ? "" : ", " + precision.str());
 }
 
-Trained train_one_rank(const LlamaConfig& cfg, int64_t seq, int64_t rows, Recompute recompute, int steps) {
+Trained train_one_rank(const LlamaConfig& cfg, int64_t seq, int64_t rows, Recompute recompute, int steps,
+                       const Precision& precision) {
     RandomTokens data((int32_t)cfg.vocab);
     ModelOptions mo;
     mo.recompute = recompute;
+    mo.precision = precision;
     Model model(cfg, Device::cpu, kModelSeed, mo);
     return train_reference(model, kAdamW, data, seq, rows, steps, [](int64_t) { return kAdamW.lr; }, kClip);
 }
@@ -63,6 +66,7 @@ Run run_layout(const LlamaConfig& cfg, const Layout& L, int steps, const SpParts
     mo.recompute = L.recompute;
     mo.tp = L.tp, mo.tp_rank = grid.coords().tp;
     mo.sequence_parallel = L.sp;
+    mo.precision = L.precision;
     if (L.zero) mo = zero_model_options(parse_zero_stage(L.zero), mo);
     Model model(cfg, Device::cpu, kModelSeed, mo);
 

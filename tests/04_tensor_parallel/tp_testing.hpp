@@ -52,6 +52,7 @@ struct Layout {
     int64_t micro_batch = 4, grad_accum = 1;  // per dp rank
     int64_t seq = 8;
     Recompute recompute = Recompute::none;
+    Precision precision;  // chapter 11 runs the layouts in bf16 (the default: fp32)
     std::string str() const;
 };
 
@@ -105,7 +106,7 @@ constexpr float kClip = 0.5f;
 // the reference of those runs: `steps` steps of one rank on the global batch of `rows` sequences of `seq`
 // tokens as one micro-batch (RandomTokens)
 penta::testing::Trained train_one_rank(const LlamaConfig& cfg, int64_t seq, int64_t rows, Recompute recompute,
-                                       int steps);
+                                       int steps, const Precision& precision = Precision{});
 
 // a world of tp ranks, all in one tensor-parallel group
 ParallelGrid tp_grid(const LlamaConfig& cfg, int tp);

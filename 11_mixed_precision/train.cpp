@@ -1,0 +1,59 @@
+// 11_mixed_precision/train.cpp — chapter 11: the same model trained under each precision policy, from the same
+// weights on the same batches: fp32; bf16 weights and GEMMs with fp32 master weights and gradients; fp16 with
+// dynamic loss scaling; fp8 GEMMs (e4m3 forward, e5m2 gradients, per-tile scales, f32 promotion every 128).
+// One CPU rank, every low-precision format emulated exactly (common/lowp_gemm.hpp). The layouts of chapters
+// 02-09 take the same policy with --precision (e.g. mpirun -np 4 build/bin/04_tensor_parallel --tp 2 --dp 2
+// --precision bf16 --device cpu).
+//
+// Playbook: "Mixed precision training". What to watch:
+//   - the bytes per parameter each policy holds, measured, beside the playbook's 16 B (bf16 + fp32 master +
+//     Adam) and 20 B (+ fp32 gradients): mixed precision does not shrink the model state;
+//   - the loss curves side by side, and each policy's final loss beside fp32's;
+//   - fp16's loss scale (it grows every 100 clean steps, halves on an overflowed step, which is skipped).
+//
+//   build/bin/11_mixed_precision --model small --data text:ARCHITECTURE.md --steps 300
+//   build/bin/11_mixed_precision --schemes fp32,fp16 --steps 50
+//   build/bin/11_mixed_precision --help
+#include <cstdio>
+#include <sstream>
+
+#include "../common/runtime.hpp"
+#include "../common/train_loop.hpp"
+#include "mixed_precision.hpp"
+
+using namespace penta;
+
+namespace {
+
+int train(int argc, char** argv) {
+    TrainConfig cfg;
+    cfg.model = "small", cfg.device = "cpu", cfg.seq = 32, cfg.micro_batch = 16, cfg.lr = 2e-3f, cfg.log_every = 50;
+    std::string schemes = "fp32,bf16,fp16,fp8";
+    Flags flags("11_mixed_precision", "Chapter 11: one model trained under each precision policy (playbook: Mixed "
+                "precision training).");
+    cfg.register_flags(flags);
+    flags.add("schemes", &schemes, "comma-separated policies to train, the first the reference: fp32,bf16,fp16,fp8");
+    if (!flags.parse(argc, argv)) return 0;
+    cfg.validate();
+    CHECK(world_size() == 1, "chapter 11 compares the policies on one rank, but the job has %d (the layouts take "
+          "--precision: chapters 02-09)", world_size());
+    CHECK(resolve_device(cfg.device) == Device::cpu, "--device %s: chapter 11's low-precision GEMMs are emulated on "
+          "the CPU (--device cpu)", cfg.device.c_str());
+    const LlamaConfig mc = resolve_model(cfg);
+    auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
+    std::printf("11_mixed_precision: model %s (%s params), data %s, %ld steps of %ld x %ld tokens, lr %g\n",
+                mc.name.c_str(), human_count((double)mc.n_params()).c_str(), data->describe().c_str(), (long)cfg.steps,
+                (long)cfg.micro_batch * cfg.grad_accum, (long)cfg.seq, cfg.lr);
+    std::vector<SchemeRun> runs;
+    std::stringstream list(schemes);
+    for (std::string p; std::getline(list, p, ',');) {
+        std::printf("%s: %s\n", p.c_str(), Precision::named(p).str().c_str());
+        runs.push_back(train_scheme(cfg, mc, *data, p, true));
+    }
+    std::printf("\n%s\n%s", memory_per_param_table(runs).c_str(), loss_curves(runs).c_str());
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return run_main(argc, argv, train); }
