@@ -4,6 +4,7 @@
 // Tests are grouped in doctest suites named by chapter and world size, e.g. TEST_SUITE("ch00 np1"):
 // scripts/run_tests.sh runs "chNN npK" suites under `mpirun -np K`, and `make test CH=NN` picks one chapter.
 #pragma once
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -75,5 +76,17 @@ double dot(const Tensor& out, const Tensor& weights);
 //   CHECK(contains(error_of([&] { parse_zero_stage(4); }), "--zero 4"));
 std::string error_of(const std::function<void()>& f);
 bool contains(const std::string& s, const std::string& part);
+
+// an f32's bit pattern and back (the conversion tests compare codes bit for bit)
+inline uint32_t bits(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return u;
+}
+inline float f32(uint32_t bits) {
+    float x;
+    std::memcpy(&x, &bits, 4);
+    return x;
+}
 
 }  // namespace penta::testing

@@ -25,16 +25,8 @@ using namespace penta;
 
 namespace {
 
-float f32(uint32_t bits) {
-    float x;
-    std::memcpy(&x, &bits, 4);
-    return x;
-}
-uint32_t bits(float x) {
-    uint32_t u;
-    std::memcpy(&u, &x, 4);
-    return u;
-}
+using testing::bits;  // testing.hpp
+using testing::f32;
 const float kInf = std::numeric_limits<float>::infinity();
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 

@@ -22,17 +22,6 @@ using namespace penta::testing;
 
 namespace {
 
-uint32_t bits(float x) {
-    uint32_t u;
-    std::memcpy(&u, &x, 4);
-    return u;
-}
-float from_bits(uint32_t u) {
-    float x;
-    std::memcpy(&x, &u, 4);
-    return x;
-}
-
 // f32 inputs that exercise every rounding decision of a format whose codes decode to `values`: each value,
 // the exact midpoint to its neighbour (a tie), one f32 ulp either side of it, the specials, and f32 bit
 // patterns from the counter RNG (every exponent, so overflow and underflow too)
@@ -51,8 +40,8 @@ std::vector<float> boundary_inputs(const std::vector<float>& values) {
     const float top = sorted.back();  // around the overflow threshold: top + half a quantum rounds away
     for (float x = top; x < top * 1.25f; x = std::nextafter(x, INFINITY) + (x - top) * 0.01f) in.push_back(x);
     in.insert(in.end(), {0.0f, -0.0f, INFINITY, -INFINITY, std::numeric_limits<float>::quiet_NaN(), FLT_MIN,
-                         from_bits(1), from_bits(0x807FFFFF), FLT_MAX, -FLT_MAX});
-    for (uint64_t i = 0; i < 200000; i++) in.push_back(from_bits(philox4x32(11, 0, i).v[0]));
+                         f32(1), f32(0x807FFFFF), FLT_MAX, -FLT_MAX});
+    for (uint64_t i = 0; i < 200000; i++) in.push_back(f32(philox4x32(11, 0, i).v[0]));
     std::vector<float> neg;
     for (float x : in) neg.push_back(-x);
     in.insert(in.end(), neg.begin(), neg.end());
