@@ -220,7 +220,12 @@ def main():
         losses.append(float(loss))
         torch.nn.utils.clip_grad_norm_(model.parameters(), a["grad_clip"])
         opt.step()
-    ok &= close("losses over the AdamW steps", torch.tensor(meta["step_losses"]), torch.tensor(losses), 1e-5, 0)
+    # The first step's loss is at the initial weights (1e-5 as above). After an update, Adam's tilt of the
+    # elements with near-zero gradients (see the weights below) moves the loss by more than rounding does:
+    # on the `far` case at step 5, 1.4e-5 relative with OpenBLAS's AVX-512 sgemm and 7.8e-6 with its AVX2 one
+    # (OPENBLAS_CORETYPE=Haswell). A wrong moment, decay or clip is whole steps off and fails the weights.
+    ok &= close("loss of the first AdamW step", torch.tensor(meta["step_losses"][:1]), torch.tensor(losses[:1]), 1e-5, 0)
+    ok &= close("losses of the later AdamW steps", torch.tensor(meta["step_losses"][1:]), torch.tensor(losses[1:]), 1e-4, 0)
     flat5 = load(os.path.join(d, "params5.bin"), "<f4")
     # Adam divides each gradient by its own running RMS, so an element whose gradient is tiny moves by ~lr
     # whatever its size, and the last bits of f32 vs f64 arithmetic can tilt such a step. Weights must

@@ -9,7 +9,9 @@
 // wherever that would, on the values kept):
 //   the inputs       tokens and targets exactly, the initial weights' sum of squares to 1e-9: if they differ
 //                    the test itself changed (setup, dataset, initialisation) and the file must be remade
-//   loss             1e-5 relative; the 5 step losses the same
+//   loss             1e-5 relative; the first step's loss the same, the later ones 1e-4 (after an update Adam's
+//                    tilt of near-zero gradients moves them: `far` at step 5 measures 1.4e-5 with OpenBLAS's
+//                    AVX-512 sgemm, 7.8e-6 with its AVX2 one)
 //   logits           64 strided samples within 1e-4·|ref| + 1e-5; per token row its loss (logsumexp minus
 //                    the target's logit) to 1e-5 relative and its sum of squares; the whole sum of squares
 //   each gradient    64 samples within 1e-3·|ref| + 1e-6·max|ref|; its sum of squares and max |g|
@@ -174,7 +176,7 @@ void check_against_golden(const std::string& dir, const std::string& path) {
     const std::vector<double> ours = meta.at("step_losses"), ref = gold.at("step_losses");
     REQUIRE(ours.size() == ref.size());
     for (size_t s = 0; s < ref.size(); s++)
-        check_scalar(ours[s], ref[s], 1e-5 * std::fabs(ref[s]), strfmt("loss of step %zu", s + 1));
+        check_scalar(ours[s], ref[s], (s == 0 ? 1e-5 : 1e-4) * std::fabs(ref[s]), strfmt("loss of step %zu", s + 1));
 }
 
 // removes a dump folder however the case ends (a failed REQUIRE included)
