@@ -36,9 +36,10 @@ Catalogue tests/exercises/NN_name.txt, one stanza per exercise:
     minutes: 30
     points: 3
     test: tests_02 *ring all-reduce equals all_reduce*      (binary, doctest test-case filter; repeatable)
-    needs: 02.3        (optional: exercises whose blank also fails these tests, e.g. a shared function)
     hint: one line for the student (repeatable)
-The ids of the markers and of the catalogue must be the same set; NN is the chapter's number.
+The ids of the markers and of the catalogue must be the same set; NN is the chapter's number. An exercise's
+tests run its own code only, never another exercise's of its chapter: blanking one exercise must leave the
+others at full marks (`sweep` checks it), so a test that runs two exercises' code grades neither.
 Environment (as the Makefile passes it): BUILD, CUDA, MPI, DEBUG, ARCH, MPIRUN.
 """
 import argparse
@@ -107,7 +108,7 @@ def find_regions(root, files=None):
 # ---- the catalogue ------------------------------------------------------------------------------------
 
 def read_catalogue(root):
-    """{id: dict(id, chapter, title, minutes, points, tests [(binary, filter)], needs [], hints [], where)}"""
+    """{id: dict(id, chapter, title, minutes, points, tests [(binary, filter)], hints [], where)}"""
     cat = {}
     folder = os.path.join(root, "tests", "exercises")
     if not os.path.isdir(folder):
@@ -131,12 +132,12 @@ def read_catalogue(root):
                     if eid in cat:
                         die(f"{where}: exercise {eid} is listed twice (also {cat[eid]['where']})")
                     cur = cat[eid] = dict(id=eid, chapter=ch, title=m[3].strip(), minutes=0, points=0, tests=[],
-                                          needs=[], hints=[], where=where)
+                                          hints=[], where=where)
                     continue
-                m = re.match(r"(minutes|points|test|needs|hint): (.+)$", line)
+                m = re.match(r"(minutes|points|test|hint): (.+)$", line)
                 if not m or cur is None:
                     die(f"{where}: not understood (a stanza is '## NN.k: title', then 'minutes: N', 'points: N', "
-                        f"'test: tests_NN FILTER', 'needs: NN.k ...', 'hint: ...'): {line}")
+                        f"'test: tests_NN FILTER', 'hint: ...'): {line}")
                 key, val = m[1], m[2].strip()
                 if key in ("minutes", "points"):
                     if not val.isdigit() or int(val) == 0:
@@ -152,8 +153,6 @@ def read_catalogue(root):
                     if "," in parts[1]:
                         die(f"{where}: 'test: {val}': doctest splits a filter at commas; use * instead")
                     cur["tests"].append((parts[0], parts[1]))
-                elif key == "needs":
-                    cur["needs"] += val.split()
                 else:
                     cur["hints"].append(val)
         for e in cat.values():
@@ -163,10 +162,6 @@ def read_catalogue(root):
                         die(f"{e['where']}: exercise {e['id']} has no '{key}:' line")
                 if not e["tests"]:
                     die(f"{e['where']}: exercise {e['id']} has no 'test:' line: nothing would grade it")
-    for e in cat.values():
-        for d in e["needs"]:
-            if d not in cat or cat[d]["chapter"] != e["chapter"]:
-                die(f"{e['where']}: 'needs: {d}' names no exercise of chapter {e['chapter']}")
     return cat
 
 
@@ -256,8 +251,6 @@ def write_handout(dest, chosen, regions, cat):
         out += [f"## {eid}: {e['title']}  ({e['minutes']} min, {e['points']} points)", ""]
         out += [f"- where: " + ", ".join(f"`{f}` line {b}" for f, b, *_ in here.get(eid, regions[eid]))]
         out += [f"- graded by: " + "; ".join(f"`{b}` test cases `{f}`" for b, f in e["tests"])]
-        if e["needs"]:
-            out += [f"- do first: {', '.join(e['needs'])} (its tests also run that code)"]
         out += [f"- chapter: {dirs.get(e['chapter'], e['chapter'])}/README.md"]
         out += [f"- hint: {h}" for h in e["hints"]] + [""]
     with open(os.path.join(dest, "EXERCISES.md"), "w", encoding="utf-8") as fh:
@@ -317,7 +310,7 @@ def grade(ch, dest, timeout=300, as_json=False, quiet=False):
     rows = []
     for e in exs:
         row = dict(id=e["id"], title=e["title"], tests=[f"{b} {f}" for b, f in e["tests"]], points=e["points"],
-                   score=0, passed=False, counts=dict(passed=0, failed=0, skipped=0), why="", needs=e["needs"])
+                   score=0, passed=False, counts=dict(passed=0, failed=0, skipped=0), why="")
         if build_error:
             row["why"] = "does not build: " + build_error
             rows.append(row)
@@ -423,7 +416,7 @@ def check():
 
 def sweep(chapters=None, timeout=300, only=None):
     """For every exercise: a copy with it alone blanked must compile, score 0 on it and full points on every
-    other exercise of its chapter that does not name it in needs:. And the untouched copy scores full marks."""
+    other exercise of its chapter. And the untouched copy scores full marks."""
     regions, cat = load(SRC)
     build = os.environ.get("BUILD", "build")
     build = build if os.path.isabs(build) else os.path.join(SRC, build)
@@ -441,7 +434,7 @@ def sweep(chapters=None, timeout=300, only=None):
                 res = grade(ch, tmp, timeout=timeout, quiet=True)
                 wrong = []
                 for r in res["exercises"]:
-                    want = not (blank and (r["id"] == blank or blank in r["needs"]))
+                    want = r["id"] != blank
                     if r["passed"] != want:
                         wrong.append(f"{r['id']} {'passed' if r['passed'] else 'failed'} ({r['why'][:150]})")
                 name = f"chapter {ch}, " + (f"{blank} blanked" if blank else "untouched")
