@@ -24,9 +24,15 @@ marker lines so the student sees where to write. It drops the chapters' mutation
 
 `grade` first puts the instructor's tests/ back into DIR (a student's edited test cannot grade itself),
 builds only the test binaries the chapter's exercises name in DIR (tests_NN and maybe tests_00: never a
-later chapter), then runs each exercise's tests through scripts/run_tests.sh with PENTA_TEST_CASES (its
-test-case filters) and PENTA_TEST_TIMEOUT (--timeout, default 300 s per run), so a stub that hangs is
-killed and counted as a failure. An exercise passes when its runs pass at least one test and fail none.
+later chapter's folder). The library common/ holds some later chapters' exercises (06.1, 08.1, 11.1,
+11.2), and every test binary links it: for that build the regions of every chapter after NN are the
+instructor's (a file holding only such regions is swapped whole, a file that also holds chapter NN's or an
+earlier one's gets those regions swapped), and the student's files are put back right after it, even when
+the build fails or grading is interrupted (a grade killed outright leaves them in DIR/.pentatron-grade-saved/,
+which the next grade puts back first). So a half-written 11.1 cannot zero chapter 02. It then runs each
+exercise's tests through scripts/run_tests.sh with PENTA_TEST_CASES (its test-case filters) and
+PENTA_TEST_TIMEOUT (--timeout, default 300 s per run), so a stub that hangs is killed and counted as a
+failure. An exercise passes when its runs pass at least one test and fail none.
 It prints the score table (id, covering tests, pass/fail, points) and a total; --json prints one JSON
 object instead. Exit status: 0 only for full marks, 1 otherwise, 2 when it could not grade (no DIR, a
 build error of code outside any exercise...): a build error in the student's code scores 0 for all.
@@ -47,6 +53,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -283,6 +290,91 @@ def first_failure(log):
     return ""
 
 
+# ---- grade: a later chapter's regions are the instructor's while chapter NN builds -------------------------
+
+SAVED = ".pentatron-grade-saved"  # in DIR: the student's files while the instructor's regions stand in
+
+
+def marker_spans(lines):
+    """{id: [(begin, end)]}: 0-based indices of each region's marker lines, in file order"""
+    spans, open_ = {}, None
+    for i, line in enumerate(lines):
+        b, e = BEGIN.match(line), END.match(line)
+        if b:
+            open_ = (f"{b[2]}.{b[3]}", i)
+        elif e and open_ and open_[0] == f"{e[1]}.{e[2]}":
+            spans.setdefault(open_[0], []).append((open_[1], i))
+            open_ = None
+    return spans
+
+
+def put_back_saved(dest):
+    """puts back the student's files that a grade set aside (also those of a grade killed before it could:
+    they wait in DIR/SAVED); returns their paths. Written now, so each is newer than the object the
+    instructor's version compiled to, and the next build recompiles the student's code."""
+    saved, back = os.path.join(dest, SAVED), []
+    for root, _, names in os.walk(saved):
+        for name in names:
+            rel = os.path.relpath(os.path.join(root, name), saved)
+            shutil.copyfile(os.path.join(root, name), os.path.join(dest, rel))
+            back.append(rel)
+    shutil.rmtree(saved, ignore_errors=True)
+    return sorted(back)
+
+
+def lend_later_regions(ch, dest, regions):
+    """Before building chapter ch in dest: the regions of every later chapter in the files that build
+    compiles (common/, the folders of chapters up to ch) become the instructor's, so a later exercise the
+    student has not finished (a syntax error in common/loss_scaler.cpp's 11.1) cannot fail chapter ch. A file
+    holding only later regions is the instructor's whole; in one that also holds ch's or an earlier region,
+    only the later regions are replaced. Each changed file is saved first in DIR/SAVED (put_back_saved).
+    Returns {file: [ids]} of what was lent."""
+    by_file = {}
+    for eid, regs in regions.items():
+        for f, *_ in regs:
+            by_file.setdefault(f, set()).add(eid)
+    lent = {}
+    for f, ids in sorted(by_file.items()):
+        later = sorted(e for e in ids if e[:2] > ch)
+        if not later or (re.match(r"\d\d_", f) and f[:2] > ch):  # the build never compiles a later chapter's folder
+            continue
+        path = os.path.join(dest, f)
+        if not os.path.isfile(path):
+            die(f"{path} is missing: it holds exercise {' '.join(later)} and chapter {ch}'s build compiles it; "
+                "put it back (the hand-out has it)")
+        with open(os.path.join(SRC, f), encoding="utf-8") as fh:
+            theirs = fh.read()
+        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+            mine = fh.read()
+        if len(later) == len(ids):
+            new = theirs
+        else:
+            src_lines, lines = theirs.split("\n"), mine.split("\n")
+            src_spans, spans = marker_spans(src_lines), marker_spans(lines)
+            for eid in later:
+                if len(spans.get(eid, [])) != len(src_spans[eid]):
+                    die(f"{path}: the marker lines of exercise {eid} (a later chapter's) are not as handed out "
+                        f"({len(src_spans[eid])} begin/end pairs): grading chapter {ch} builds that region from the "
+                        "instructor's code between them; put them back")
+            spans_at = sorted(((b, e, eid, k) for eid in later for k, (b, e) in enumerate(spans[eid])), reverse=True)
+            for b, e, eid, k in spans_at:  # bottom up: the indices above stay valid
+                sb, se = src_spans[eid][k]
+                lines[b + 1:e] = src_lines[sb + 1:se]
+            new = "\n".join(lines)
+        if new == mine:
+            continue
+        os.makedirs(os.path.dirname(os.path.join(dest, SAVED, f)), exist_ok=True)
+        shutil.copy2(path, os.path.join(dest, SAVED, f))
+        with open(path, "w", encoding="utf-8", errors="surrogateescape") as fh:
+            fh.write(new)
+        lent[f] = later
+    return lent
+
+
+def on_sigterm(signum, frame):
+    sys.exit(128 + signum)  # SystemExit: the finally blocks put the student's files back
+
+
 def grade(ch, dest, timeout=300, as_json=False, quiet=False):
     regions, cat = load(SRC)
     exs = [cat[e] for e in sorted(cat) if cat[e]["chapter"] == ch]
@@ -302,7 +394,17 @@ def grade(ch, dest, timeout=300, as_json=False, quiet=False):
     env = dict(os.environ)
     for v in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):
         env.pop(v, None)  # the outer make's flags (CH, jobserver) are not this build's business
-    build = subprocess.run(make_opts(dest) + [f"build/bin/{b}" for b in binaries], env=env, capture_output=True, text=True)
+    back = put_back_saved(dest)  # a grade killed outright left them aside
+    if back and not quiet and not as_json:
+        print(f"grade: put back {' '.join(back)} (set aside by a grade that was killed)")
+    old_term = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        lent = lend_later_regions(ch, dest, regions)
+        build = subprocess.run(make_opts(dest) + [f"build/bin/{b}" for b in binaries], env=env, capture_output=True,
+                               text=True)
+    finally:
+        put_back_saved(dest)
+        signal.signal(signal.SIGTERM, old_term)
     build_error = ""
     if build.returncode != 0:
         errs = [l for l in (build.stdout + build.stderr).split("\n") if "error" in l]
@@ -342,11 +444,15 @@ def grade(ch, dest, timeout=300, as_json=False, quiet=False):
         rows.append(row)
     total, best = sum(r["score"] for r in rows), sum(r["points"] for r in rows)
     result = dict(chapter=ch, dir=dest, exercises=rows, total=total, max=best, full_marks=total == best,
-                  seconds=round(time.time() - t0), timeout_per_run=timeout)
+                  seconds=round(time.time() - t0), timeout_per_run=timeout,
+                  instructor_regions={f: ids for f, ids in lent.items()})
     if as_json:
         print(json.dumps(result, indent=1))
     elif not quiet:
         print(f"grade: chapter {ch} in {dest} (each test run limited to {timeout} s)")
+        if lent:
+            print(f"grade: built with the instructor's code for the later chapters' exercises in "
+                  + ", ".join(f"{f} ({' '.join(ids)})" for f, ids in lent.items()) + "; your files are back as they were")
         print(f"{'exercise':<9} {'result':<6} {'points':>6}  tests (passed/failed/skipped)")
         for r in rows:
             c = r["counts"]

@@ -11,9 +11,14 @@
 #      other. The copies reuse the build folder (timestamps kept), so each recompiles one file.
 #   4. a stub that hangs is caught: 02.2 replaced by an endless loop, graded with a 20 s limit per test run:
 #      02.2 fails ("hung"), 02.1 still passes, and grading ends.
+#   5. grading one chapter never compiles a later chapter's exercise: a compile error planted in 11.1's region
+#      (common/loss_scaler.cpp, in the library every test binary links) leaves chapter 02 at full marks, built
+#      with the instructor's 11.1; the student's file is back as it was after. The copy starts as a grade killed
+#      outright leaves it (the instructor's file in place, the student's set aside), so the next grade's
+#      putting back is checked too.
 # The sweep of every chapter is `make grade-all` (CI runs it after `make test`; docs/INSTRUCTORS.md gives its
 # cost). `make test` runs this script after building everything; about 4 minutes on this 2-core machine
-# under load (3 and 4: four builds of one file and tests_02's relink, the ring and bucket tests).
+# under load (3, 4 and 5: five builds of one file and tests_02's relink, the ring and bucket tests).
 # Prints "N passed, N failed, N skipped" like the test binaries.   By hand: bash tests/tooling/exercises_test.sh
 set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -96,6 +101,23 @@ import json, sys
 r = {e["id"]: e for e in json.loads(sys.stdin.read())["exercises"]}
 sys.exit(0 if r["02.1"]["passed"] and not r["02.2"]["passed"] and "hung" in r["02.2"]["why"] else 1)' <<<"$out" && ok=0
 verdict "a stub that hangs is killed at the grader's limit and scores 0; grading ends (exit $rc, $((SECONDS - t)) s)" $ok
+
+# 5. a later chapter's half-written exercise in common/ does not fail an earlier chapter
+t=$SECONDS
+f=common/loss_scaler.cpp
+copy=$tmp/later
+python3 "$tool" make --only 11.1 --dir "$copy" --with-build "$build" >/dev/null 2>&1 &&
+    sed -i 's|^\( *\)FAIL("exercise 11.1 not done.*|\1this is not C++ (a half-written exercise 11.1);|' "$copy/$f"
+planted=$(md5sum <"$copy/$f")
+mkdir -p "$copy/.pentatron-grade-saved/common" && mv "$copy/$f" "$copy/.pentatron-grade-saved/$f" && cp "$f" "$copy/$f"
+out=$(python3 "$tool" grade --ch 02 --dir "$copy" --json 2>&1)
+rc=$?
+ok=1
+[ "$rc" = 0 ] && [ "$(md5sum <"$copy/$f")" = "$planted" ] && [ ! -e "$copy/.pentatron-grade-saved" ] && python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+sys.exit(0 if r["full_marks"] and r["instructor_regions"].get("common/loss_scaler.cpp") == ["11.1"] else 1)' <<<"$out" && ok=0
+verdict "a compile error in exercise 11.1 (common/) leaves chapter 02 at full marks; the student's file is back (exit $rc, $((SECONDS - t)) s)" $ok
 
 echo "exercises test took $((SECONDS - t0)) s"
 echo "$passed passed, $failed failed, 0 skipped"
