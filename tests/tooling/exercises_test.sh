@@ -17,8 +17,8 @@
 #      outright leaves it (the instructor's file in place, the student's set aside), so the next grade's
 #      putting back is checked too.
 # The sweep of every chapter is `make grade-all` (CI runs it after `make test`; docs/INSTRUCTORS.md gives its
-# cost). `make test` runs this script after building everything; about 4 minutes on this 2-core machine
-# under load (3, 4 and 5: five builds of one file and tests_02's relink, the ring and bucket tests).
+# cost). `make test` runs this script after building everything; 60 s on this shared 2-core machine
+# (3, 4 and 5: five builds of one file and tests_02's relink, the ring and bucket tests).
 # Prints "N passed, N failed, N skipped" like the test binaries.   By hand: bash tests/tooling/exercises_test.sh
 set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
