@@ -167,22 +167,21 @@ ActBytes micro_batch_activations(const Job& job, const Layout& L, const Slice& s
             bytes += layer(moe);
             // B with W deferred (model.cpp's block_backward_input, Tag::activations until W): the gradients of
             // q, k, v, gate and up take the place of the tensors they are the gradients of, which B frees with
-            // the attention's log-sum-exp and probabilities; it adds d xn2, d x_mid and d xn1 (the norms' and
-            // o_proj's weight gradients read them). Full recomputation first reruns the block into tensors held
-            // just as long: the whole layer but the input it kept.
-            left += 3 * eb * Nr * h - 4 * Nt * nh - (probs && L.recompute != Recompute::selective ? eb * B * nh * Tl * Tl : 0);
+            // the attention's log-sum-exp and probabilities; it adds d xn2 and d xn1 (R rows: the norms' weight
+            // gradients read them) and the attention's output gradient (N rows, gathered under SP: o_proj's W
+            // reads it). Full recomputation first reruns the block into tensors held just as long: the whole
+            // layer but the input it kept.
+            left += eb * (2 * Nr + Nt) * h - 4 * Nt * nh -
+                    (probs && L.recompute != Recompute::selective ? eb * B * nh * Tl * Tl : 0);
             if (L.recompute == Recompute::full) left += whole(moe) - eb * Nr * h;
         }
-        // each layer's d x_in is the MLP output gradient the layer below reads in its W; the lowest layer's is
-        // sent back and freed, unless the embedding's W reads it (d_embed)
-        left += eb * Nr * h * (n - 1 + (k.embedding ? 1 : 0));
+        // and each layer's MLP output gradient (N rows: down_proj's W reads it), but the top layer's in a chunk
+        // without the head (the received gradient itself, a message buffer); the embedding's W reads the lowest
+        // layer's input gradient (N rows); the head's B leaves d xn (R rows)
+        left += eb * Nt * h * (n - 1 + (k.head ? 1 : 0) + (k.embedding ? 1 : 0)) + (k.head ? eb * Nr * h : 0);
         // the head keeps x, rstd, xn and d logits; a chunk without it hands its output (Nr, h) on, and the
-        // executor lets go of it once it is sent: not held between F and B. Its B adds d xn and the top layer's
-        // output gradient.
-        if (k.head) {
-            bytes += eb * (Nr * h + Nt * h + Nt * s.vocab_rows) + 4 * Nr;
-            left += eb * (Nt * h + Nr * h);
-        }
+        // executor lets go of it once it is sent: not held between F and B
+        if (k.head) bytes += eb * (Nr * h + Nt * h + Nt * s.vocab_rows) + 4 * Nr;
         a.per_chunk.push_back(bytes);
         a.left_by_b.push_back(left);
         a.total += bytes;

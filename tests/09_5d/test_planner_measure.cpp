@@ -1,6 +1,6 @@
 // test_planner_measure.cpp — the planner (09_5d/planner.hpp) against what the chapters' own parts hold and send
 // when they train: on CPU ranks, for layouts of dp (+ZeRO-0..3), tp (+sp), cp and pp (1F1B, AFAB, interleaved,
-// ZB-H1, DualPipe; full recomputation), each rank's predicted model-state bytes (params, grads, master, optim)
+// ZB-H1 with and without SP, DualPipe; full recomputation), each rank's predicted model-state bytes (params, grads, master, optim)
 // equal the allocator's tags EXACTLY, its activations (what a micro-batch's forward keeps; under pp the most the
 // stage held after any op of the step, what a deferred W waits for included) are within 5% (here: exact),
 // and the bytes it sends per axis in one optimizer step equal its Comm counters per group (to 1e-9 relative:
@@ -228,6 +228,9 @@ TEST_SUITE("ch09 np4") {
         Layout zb_full = layout(1, 2, 2, 1, 0, false, Recompute::full);  // B reruns the block and holds it until W
         zb_full.schedule = PipeScheduleKind::zb1;
         check_layout_prediction(model(4, true), zb_full, 8);
+        Layout zb_sp = layout(1, 2, 2, 1, 0, true);  // SP: the output gradients W reads are the gathered ones
+        zb_sp.schedule = PipeScheduleKind::zb1;
+        check_layout_prediction(model(4), zb_sp, 8);
         check_layout_prediction(model(4), layout(2, 1, 2, 1, 0, false, Recompute::full), 8);  // 1F1B, fused BW
         Layout dual = layout(1, 2, 2, 1, 0, false);  // both copies on each stage, their pair sum on pp
         dual.schedule = PipeScheduleKind::dualpipe;
