@@ -185,6 +185,7 @@ ScheduleResult PipelineExecutor::run(Model& model, std::vector<MicroBatch>& mbs,
                                      plan_.chunks > 1 ? strfmt(" c%d", op.chunk).c_str() : ""),
                               step_origin_ - origin_ + rec.start, rec.end - rec.start, 0});
         last_.ops.push_back(rec);
+        if (after_op) after_op(k, op);
     }
     for (auto& [h, buf] : sends_) h.wait();  // complete once their receivers get to them (check_plan: they all do)
     sends_.clear();

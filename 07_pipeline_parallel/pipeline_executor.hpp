@@ -17,6 +17,7 @@
 // reports the same number. Messages between two chunks of one stage (--pp 1 with chunks) are handed over locally.
 //   mpirun -np 4 build/bin/07_pipeline_parallel --pp 4 --pp-schedule 1f1b --grad-accum 8
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -79,6 +80,9 @@ class PipelineExecutor : public Schedule {
     // keep every step's spans for a trace (off: only the last step's record)
     void record_trace(bool on) { tracing_ = on; }
     const std::vector<TraceSpan>& trace() const { return trace_; }
+    // called on this stage after op k of its list has run and its message is on its way (a fault injection point
+    // inside the schedule: chapter 07's --inject-at first-f); empty: nothing
+    std::function<void(int k, const PipeOp& op)> after_op;
 
    private:
     struct Pending {  // a posted receive

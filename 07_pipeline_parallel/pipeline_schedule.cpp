@@ -107,8 +107,10 @@ PipelinePlan one_f_one_b(int p, int m) {
     return P;
 }
 
-// ZB-H1: the 1F1B order with B and W apart. Stage i keeps i W's pending: the last stage, which never waits,
-// runs each W at once; stage 0, which waits longest for gradients in the cool-down, has p-1 W's to fill it with.
+// ZB-H1: the 1F1B order with B and W apart. Stage i keeps i W's pending: stage 0, whose backwards come last and
+// end the step, runs each W at once (B0 W0); the last stage, whose backwards are done first and which would idle
+// through the cool-down while the gradients travel back to stage 0, fills it with its p-1 deferred W's (... B7
+// W4 W5 W6 W7 at p 4, m 8).
 // At most p micro-batches are between their F and their W on any stage: 1F1B's first stage's count.
 PipelinePlan zb1(int p, int m) {
     PipelinePlan P = linear_plan(PipeScheduleKind::zb1, p, m);

@@ -23,6 +23,9 @@ bool parse_pipeline_flags(int argc, char** argv, TrainConfig& cfg, PipelineFlags
     flags.add("zero", &pf.zero, "ZeRO over each stage's dp group (chapter 03): 1 or 2 (3 is refused with a pipeline); "
               "0 plain all-reduce");
     register_pipeline_flags(flags, pf);
+    flags.add("inject-at", &pf.inject_at, "where --inject-failure / --inject-hang strike their stage: step (when the step "
+              "begins, as in every chapter) | first-f (after the stage's first forward of the step, its activation sent: "
+              "the next stage is then waiting on a receive from it)");
     if (!flags.parse(argc, argv)) return false;
     cfg.validate();
     check_pipeline_flags(cfg, pf);
@@ -30,6 +33,8 @@ bool parse_pipeline_flags(int argc, char** argv, TrainConfig& cfg, PipelineFlags
           "--cp %ld --ep %ld: context and expert parallelism are chapters 06 and 08 (all five together: chapter 09); "
           "this program combines --pp with --dp, --tp and --sp", (long)cfg.cp, (long)cfg.ep);
     if (pf.zero != 0) parse_zero_stage(pf.zero);
+    CHECK(pf.inject_at == "step" || pf.inject_at == "first-f", "--inject-at '%s' must be step or first-f",
+          pf.inject_at.c_str());
     CHECK(pf.zero != 3,
           "--zero 3 with --pp %ld: ZeRO-3 all-gathers a stage's weights for every micro-batch's forward and again for "
           "its backward, and a pipeline needs many micro-batches to shrink its bubble, so the two multiply each "
@@ -163,7 +168,25 @@ void PipelineTraining::print_header() const {
 
 StepResult PipelineTraining::run() {
     Trainer trainer = parts->trainer();
-    TrainLoop loop{trainer, *data, cfg, data_parallel_plan(cfg, grid->dp()), StepLogConfig{}, {}, {}};
+    // --inject-at first-f: the loop's injection at the step's start is off, and the stage strikes inside the
+    // schedule instead, after its first forward, with its neighbours blocked on receives from it. The step is the
+    // one the optimizer takes next (the loop's, from a fresh start or a checkpoint; fp16's skipped steps aside).
+    TrainConfig loop_cfg = cfg;
+    if (pf.inject_at == "first-f") {
+        loop_cfg.inject_failure.clear(), loop_cfg.inject_hang.clear();
+        parts->executor->after_op = [this](int k, const PipeOp& op) {
+            if (k != 0) return;  // every stage's list begins with a forward
+            const int64_t step = parts->opt.optim->step_count + 1;
+            try {
+                inject_failure_if_due(cfg, step);
+            } catch (const Error& e) {  // say where it struck
+                throw Error(strfmt("%s, inside the schedule after %s (--inject-at first-f)", e.what(),
+                                   pipe_op_str(op).c_str()));
+            }
+            inject_hang_if_due(cfg, step);
+        };
+    }
+    TrainLoop loop{trainer, *data, loop_cfg, data_parallel_plan(cfg, grid->dp()), StepLogConfig{}, {}, {}};
     configure_log(loop, mc, device, grid->world().size());
     loop.world = &grid->world();
     double pp_bytes = grid->pp().counters().total_bytes();
@@ -172,13 +195,15 @@ StepResult PipelineTraining::run() {
         const double now = pp.counters().total_bytes();
         rec.extra.push_back({"pp MiB", std::round((now - pp_bytes) / (1 << 20) * 100) / 100});
         pp_bytes = now;
-        // this stage's idle share of the step's schedule, against the last op's end on any stage (wall clock)
+        // the bubble on the wall clock as the playbook defines it: this stage's idle time in the step's schedule
+        // (against the last op's end on any stage) over its compute time, a ratio that passes 100% when a stage
+        // idles longer than it computes (4 stages of one layer each on 2 cores); the mean over the stages
         double busy = 0, end = 0;
         for (const PipeOpRecord& r : parts->executor->last_step().ops) busy += r.end - r.start, end = std::max(end, r.end);
         const double makespan = pp.size() > 1 ? pp.all_reduce_scalar(end, ReduceOp::max) : end;
         const double mine = busy > 0 ? (makespan - busy) / busy : 0;
         const double mean = (pp.size() > 1 ? pp.all_reduce_scalar(mine) : mine) / pp.size();
-        rec.extra.push_back({"bubble %", std::round(mean * 1000) / 10});
+        rec.extra.push_back({"idle/compute %", std::round(mean * 1000) / 10});
     };
     return run_training(loop);
 }

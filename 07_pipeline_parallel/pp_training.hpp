@@ -35,6 +35,7 @@ struct PipelineFlags {
     std::string layers;         // --pp-layers 3,3,2: layers per virtual stage; empty: even
     float cost_b = 1, cost_w = 1;  // the logical clock's B and W, in units of F (BW = B + W)
     std::string trace;          // --trace FILE: the Chrome trace
+    std::string inject_at = "step";  // --inject-at step|first-f: where --inject-failure / --inject-hang strike
 };
 // registers the flags, parses and validates them (the rules of this chapter: see pp_training.cpp). False when
 // --help was given.
@@ -84,7 +85,8 @@ class PipelineTraining {
     PipelineTraining(const TrainConfig& cfg, const PipelineFlags& pf);
     ~PipelineTraining();
     void print_header() const;
-    // chapter 01's loop; each step line adds this rank's pp MiB and the wall bubble (mean over the stages)
+    // chapter 01's loop; each step line adds this rank's pp MiB and the wall clock's bubble, idle / compute
+    // time (mean over the stages)
     StepResult run();
     // rank 0, from the last step of every stage: the timeline, the bubble (logical, with measured costs, wall)
     // beside its formula, the micro-batches in flight and the activations held beside theirs, the bytes sent

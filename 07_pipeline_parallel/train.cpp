@@ -6,7 +6,8 @@
 // Playbook: "Pipeline parallelism". What to watch:
 //   - the same loss curve as chapter 01 for the same global batch (--pp changes where layers live, not what is
 //     computed);
-//   - per step: "pp MiB" this rank sent to its neighbours, "bubble %" the stages' idle share on the wall clock;
+//   - per step: "pp MiB" this rank sent to its neighbours, "idle/compute %" the bubble on the wall clock (the
+//     stages' idle time over their compute time, the playbook's ratio: above 100% when they idle more than work);
 //   - after training, the last step as it ran: its timeline on the logical clock (F = 1 unit, B and W as
 //     --pp-cost-b / --pp-cost-w say), each stage's bubble beside (p-1)/m, (p-1)/(v·m) or ZB-H1's formula, the
 //     micro-batches held at once beside m (AFAB) or p-i (1F1B) and the activations they keep, the bytes sent;
@@ -36,8 +37,14 @@ int train(int argc, char** argv) {
     PipelineTraining run(cfg, pf);
     run.print_header();
     run.run();
-    run.print_measured();
-    run.write_trace();
+    // the tables and the trace are of steps that ran: none with --steps 0 (say, only --export-hf), or when --resume
+    // starts at --steps; every rank knows alike
+    if (run.parts->executor->last_step().ops.empty()) {
+        if (world_rank() == 0) std::printf("\nno step ran: no pipeline tables%s\n", run.pf.trace.empty() ? "" : ", no trace");
+    } else {
+        run.print_measured();
+        run.write_trace();
+    }
     if (world_rank() == 0)
         std::printf("\nmemory by tag on %s (rank 0):\n%s", device_name(run.device), memory_table(run.device).c_str());
     return 0;

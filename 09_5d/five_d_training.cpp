@@ -3,6 +3,7 @@
 //   mpirun -np 8 build/bin/09_5d --dp 2 --tp 2 --pp 2
 #include "five_d_training.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -77,56 +78,43 @@ void FiveDTraining::print_layout() const {
     }
 }
 
-FiveDTraining::Predicted FiveDTraining::predict() const {
-    const Model& m = parts->model();
-    const ParamLayout& L = m.layout();
-    // ZeRO cuts each unit over its own group: dense units over dp × cp, experts over edp (reduce_groups.hpp)
-    int64_t S = 0;
-    for (const ParamUnit& u : L.units) {
-        const bool expert = u.sharded_on & kAxisEP;
-        Comm& g = expert ? grid->edp() : grid->dp_cp();
-        S += zero_shard_numel({u.numel}, g.size(), g.rank());
-    }
-    const ModelStateBytes ms = zero_model_state_bytes_fp32((int)flags.zero, m.n_params(), S);
-    Predicted p{(double)ms.params, (double)ms.grads, (double)(ms.master + ms.optim)};
-    // activations: one micro-batch's (this stage's layers at T/cp tokens, the tp shards' widths) times the
-    // micro-batches the schedule holds at once; dense, without SP and with one chunk (the formula's reach)
-    const PipelinePlan& P = parts->stage->plan;
-    const std::string& s = flags.pp.schedule;
-    if (!mc.moe.enabled() && !cfg.sp && P.chunks == 1 && (s == "afab" || s == "1f1b" || s == "zb1")) {
-        const int64_t B = cfg.micro_batch, T = cfg.seq / cfg.cp, t = cfg.tp;
-        const LayerRange lr = L.slice.chunk(0);
-        const int64_t per_layer = llama_layer_activation_bytes(parse_recompute(cfg.recompute),
-                                                               parse_attention_kernel(cfg.attention), B, T, mc.hidden,
-                                                               mc.n_heads / t, mc.n_kv_heads / t, mc.head_dim(), mc.ffn / t);
-        int64_t vshard = 0;
-        for (const ParamTensor& x : L.tensors)
-            if (x.name == "lm_head.weight" || (mc.tied_embeddings && x.name == "model.embed_tokens.weight"))
-                vshard = x.shape[0];
-        const int64_t mb = (lr.end - lr.begin) * per_layer +
-                           (L.slice.has_head ? llama_head_activation_bytes(B, T, mc.hidden, vshard) : 0);
-        const int st = P.stages, i = grid->coords().pp, n = (int)cfg.grad_accum;
-        const int held = s == "afab" ? pipeline_in_flight_afab(n)
-                         : s == "1f1b" ? pipeline_in_flight_1f1b(st, i, n) : pipeline_in_flight_zb1(st, n);
-        p.activations = (double)held * mb;
-    }
-    return p;
+plan::RankPrediction FiveDTraining::predict() const {
+    // the planner's model of this very run: the same ParamLayout, ZeRO cut, saved tensors and schedule walk
+    plan::Job job;
+    job.model = mc;
+    job.seq = cfg.seq;
+    job.global_batch = cfg.dp * cfg.micro_batch * cfg.grad_accum;
+    job.precision = cfg.precision == "fp32" ? plan::Precision::fp32 : plan::Precision::bf16_weights;
+    job.kernel = parse_attention_kernel(cfg.attention);
+    plan::Layout L;
+    L.grid = shape_of(cfg);
+    L.zero = (int)flags.zero, L.sp = cfg.sp, L.recompute = parse_recompute(cfg.recompute);
+    L.schedule = parse_pipe_schedule(flags.pp.schedule), L.chunks = (int)flags.pp.chunks;
+    L.micro_batch = cfg.micro_batch, L.grad_accum = cfg.grad_accum;
+    if (!flags.pp.layers.empty()) L.layers = parse_layer_sizes(flags.pp.layers);
+    plan::Machine m = plan::machine_preset("cpu");
+    m.gpus_per_node = grid->world().size();  // the node column is the layout table's (placement); unused here
+    return plan::predict_rank(job, m, L, grid->world().rank());
 }
 
 void FiveDTraining::print_memory_predicted() {
-    const Predicted me = predict();
+    const plan::RankPrediction me = predict();
     Comm& w = grid->world();
-    const std::vector<double> pa = w.all_gather_scalar(me.params), gr = w.all_gather_scalar(me.grads),
-                              op = w.all_gather_scalar(me.optim), ac = w.all_gather_scalar(me.activations);
+    const std::vector<double> pa = w.all_gather_scalar((double)me.state.params),
+                              gr = w.all_gather_scalar((double)me.state.grads),
+                              op = w.all_gather_scalar((double)(me.state.master + me.state.optim)),
+                              ac = w.all_gather_scalar((double)me.activations);
     if (world_rank() != 0) return;
-    std::printf("\nmemory per rank predicted by formula (fp32; ZeRO-%ld of each unit over its group; activations: one "
-                "micro-batch x those in flight):\n", (long)flags.zero);
+    std::printf("\nmemory per rank predicted by the planner (plan::predict_rank; --precision %s: %s; ZeRO-%ld of each "
+                "unit over its group; activations: the most the schedule holds between two ops):\n",
+                cfg.precision.c_str(), cfg.precision == "fp32" ? "4-byte weights, gradients, AdamW moments"
+                                                               : "2-byte weights, f32 gradients, fp32 master and moments",
+                (long)flags.zero);
     std::printf("  rank      params       grads   optimizer  activations        total\n");
     for (int r = 0; r < w.size(); r++)
         std::printf("  %4d  %10s  %10s  %10s   %10s   %10s\n", r, human_bytes((int64_t)pa[r]).c_str(),
                     human_bytes((int64_t)gr[r]).c_str(), human_bytes((int64_t)op[r]).c_str(),
-                    ac[r] < 0 ? "-" : human_bytes((int64_t)ac[r]).c_str(),
-                    human_bytes((int64_t)(pa[r] + gr[r] + op[r] + std::max(0.0, ac[r]))).c_str());
+                    human_bytes((int64_t)ac[r]).c_str(), human_bytes((int64_t)(pa[r] + gr[r] + op[r] + ac[r])).c_str());
 }
 
 namespace {
@@ -137,41 +125,58 @@ std::vector<AxisGroup> axes(ParallelGrid& g) {
 }
 }  // namespace
 
-void FiveDTraining::print_measured(const std::vector<double>& axis_bytes, int64_t peak_act) {
+void FiveDTraining::print_measured(const std::vector<double>& axis_bytes, int64_t held_act, int64_t peak_act) {
     const MemStats& m = mem_stats(device);
-    const Predicted me = predict();
+    const plan::RankPrediction me = predict();
     Comm& w = grid->world();
     auto gather = [&](double v) { return w.all_gather_scalar(v); };
     const std::vector<double> pa = gather((double)m.current[(int)Tag::params]),
                               gr = gather((double)m.current[(int)Tag::grads]),
                               op = gather((double)(m.current[(int)Tag::optim] + m.current[(int)Tag::master])),
-                              ac = gather((double)peak_act), ppa = gather(me.params), pgr = gather(me.grads),
-                              pop = gather(me.optim), pac = gather(me.activations);
-    std::vector<std::vector<double>> bytes;
+                              ac = gather((double)held_act), pk = gather((double)peak_act),
+                              ppa = gather((double)me.state.params), pgr = gather((double)me.state.grads),
+                              pop = gather((double)(me.state.master + me.state.optim)), pac = gather((double)me.activations);
+    // the planner's bytes in the columns' order (tp, cp, pp, ep, dp x cp, edp): its dp is every gradient's
+    // reduction, dense and expert. A MoE model's ep assumes uniform routing, and its dp x cp also carries the
+    // balance statistics (ExpertBalanceHooks), which the planner leaves out: neither is compared
+    const bool moe = mc.moe.enabled();
+    auto compared = [&](int k) { return !(moe && (k == 3 || k == 4)); };
+    const double planned[] = {me.bytes.tp, me.bytes.cp, me.bytes.pp, me.bytes.ep, me.bytes.dp};
+    const char* names[] = {"tp", "cp", "pp", "ep", "dp"};
+    std::vector<std::vector<double>> bytes, planned_all;
     for (double b : axis_bytes) bytes.push_back(gather(b));
+    for (double b : planned) planned_all.push_back(gather(b));
     if (world_rank() != 0) return;
-    std::printf("\nmemory per rank after step 1, measured (allocator's tags; activations: the step's peak) beside the "
-                "formula:\n");
-    std::printf("  rank      params       grads   optimizer        state    activations (formula)\n");
+    std::printf("\nmemory per rank after step 1, measured (allocator's tags; activations: the most held between two ops "
+                "of the step, device + host, beside the planner's; the allocator's peak, which adds what lives inside "
+                "an op, after it):\n");
+    std::printf("  rank      params       grads   optimizer        state    activations (planner)          peak\n");
     for (int r = 0; r < w.size(); r++) {
         const bool state_eq = pa[r] == ppa[r] && gr[r] == pgr[r] && op[r] == pop[r];
-        std::printf("  %4d  %10s  %10s  %10s  %11s   %10s  (%s)\n", r, human_bytes((int64_t)pa[r]).c_str(),
+        std::printf("  %4d  %10s  %10s  %10s  %11s   %10s  %-22s %10s\n", r, human_bytes((int64_t)pa[r]).c_str(),
                     human_bytes((int64_t)gr[r]).c_str(), human_bytes((int64_t)op[r]).c_str(),
                     state_eq ? "(equal)" : "(DIFFERENT)", human_bytes((int64_t)ac[r]).c_str(),
-                    pac[r] < 0 ? "no formula" : strfmt("%s, %+.1f%%", human_bytes((int64_t)pac[r]).c_str(),
-                                                       (ac[r] / pac[r] - 1) * 100).c_str());
+                    strfmt("(%s, %+.1f%%)", human_bytes((int64_t)pac[r]).c_str(), (ac[r] / pac[r] - 1) * 100).c_str(),
+                    human_bytes((int64_t)pk[r]).c_str());
     }
     const std::vector<AxisGroup> ax = axes(*grid);
-    std::printf("\nbytes each rank sent in step 1, per axis (Comm's counters, ring accounting):\n  rank");
+    std::printf("\nbytes each rank sent in step 1, per axis (Comm's counters, ring accounting), beside the planner's:\n  rank");
     for (const AxisGroup& a : ax) std::printf("  %10s", a.name);
-    std::printf("\n");
+    std::printf("   planner\n");
     for (int r = 0; r < w.size(); r++) {
         std::printf("  %4d", r);
         for (size_t k = 0; k < ax.size(); k++) std::printf("  %10s", human_bytes((int64_t)bytes[k][r]).c_str());
-        std::printf("\n");
+        std::string note;
+        for (int k = 0; k < 5; k++)
+            if (compared(k) && !formula_matches(k == 4 ? bytes[4][r] + bytes[5][r] : bytes[k][r], planned_all[k][r]))
+                note += strfmt("%s%s %s", note.empty() ? "" : ", ", names[k], human_bytes((int64_t)planned_all[k][r]).c_str());
+        std::printf("   %s\n", note.empty() ? (moe ? "(equal: tp, cp, pp)" : "(equal)") : ("(DIFFERENT: " + note + ")").c_str());
     }
     std::printf("(tp: f/g or SP's gathers and the vocab-parallel loss; cp: the ring's K/V; pp: activations and their "
-                "gradients; ep: the all-to-all; dp x cp: dense gradients; edp: the experts')\n\n");
+                "gradients, and the pair sum of a tied table's or DualPipe's two copies; ep: the all-to-all; dp x cp: "
+                "dense gradients; edp: the experts' — the planner's dp is both%s)\n\n",
+                moe ? "; a MoE model's ep and dp are not compared: the planner's ep assumes uniform routing, and its dp leaves "
+                      "out the balance statistics" : "");
 }
 
 StepResult FiveDTraining::run() {
@@ -186,6 +191,9 @@ StepResult FiveDTraining::run() {
         std::vector<double> b;
         for (const AxisGroup& a : ax) b.push_back(a.comm->counters().total_bytes());
         b[0] -= meter_ ? meter_->gather_bytes() : 0;  // the accuracy's gathers are the meter's, not training's
+        // the pair sum of the tensors two stages hold (a tied table, DualPipe's copies) runs on a group split from
+        // pp: pipeline traffic too
+        if (parts->stage->replicas) b[2] += parts->stage->replicas->bytes();
         return b;
     };
     std::vector<double> before = sent();
@@ -199,7 +207,10 @@ StepResult FiveDTraining::run() {
         if (rec.step == 1) {
             std::vector<double> now = sent();
             for (size_t k = 0; k < now.size(); k++) now[k] -= before[k];
-            print_measured(now, mem_stats(device).peak[(int)Tag::activations]);
+            const PipelineStepRecord& last = parts->stage->executor->last_step();
+            int64_t held = 0;
+            for (const PipeOpRecord& r : last.ops) held = std::max(held, r.activation_bytes - last.activations_before);
+            print_measured(now, held, mem_stats(device).peak[(int)Tag::activations]);
         }
     };
     return run_training(loop);

@@ -38,7 +38,14 @@ Precision parse_precision(const std::string& s) {
     if (s == "bf16") return Precision::bf16;
     FAIL("--precision %s: choose fp32 (this code's default) or bf16 (mixed precision, fp32 master weights)", s.c_str());
 }
-const char* precision_name(Precision p) { return p == Precision::fp32 ? "fp32" : "bf16"; }
+const char* precision_name(Precision p) {
+    switch (p) {
+        case Precision::fp32: return "fp32";
+        case Precision::bf16: return "bf16";
+        case Precision::bf16_weights: return "bf16 weights, f32 gradients and activations";
+    }
+    return "?";
+}
 
 std::string Layout::str() const {
     std::string s = strfmt("dp %d tp %d pp %d cp %d", grid.dp, grid.tp, grid.pp, grid.cp);
@@ -47,6 +54,7 @@ std::string Layout::str() const {
     if (sp) s += " sp";
     s += strfmt(" rc=%s mbs %lld ga %lld", recompute_name(recompute), (long long)micro_batch, (long long)grad_accum);
     if (grid.pp > 1) s += std::string(" ") + pipe_schedule_name(schedule) + (chunks > 1 ? strfmt(" v%d", chunks) : "");
+    for (size_t i = 0; i < layers.size(); i++) s += strfmt("%s%lld", i ? "," : " layers ", (long long)layers[i]);
     return s;
 }
 
@@ -66,7 +74,7 @@ const PipelinePlan& plan_of(const Layout& L) {
 PipelineSlice slice_of(const Job& job, const Layout& L, int stage) {
     if (L.grid.pp == 1) return {};
     const PipelinePlan& P = plan_of(L);
-    return stage_slice(P, split_layers(job.model.n_layers, P.virtual_stages, {}), stage);
+    return stage_slice(P, split_layers(job.model.n_layers, P.virtual_stages, L.layers), stage);
 }
 
 // A MoE model's layers as our layout builds a dense one, then each MoE layer's MLP replaced: the router (E, h)
@@ -78,7 +86,11 @@ struct Slice {
     int64_t embedding = 0, vocab_rows = 0;
     int64_t layers = 0, moe_layers = 0;
     bool head = false, runs_embedding = false;  // (a tied table's replica on the last stage runs no embedding)
-    std::vector<std::pair<int64_t, bool>> chunks;  // per model chunk: its layers, whether it ends in the head
+    struct Chunk {
+        LayerRange layers;
+        bool embedding = false, head = false;  // it starts with the embedding / ends in the head
+    };
+    std::vector<Chunk> chunks;
 };
 
 Slice model_slice(const Job& job, const Layout& L, const GridCoords& c) {
@@ -98,7 +110,8 @@ Slice model_slice(const Job& job, const Layout& L, const GridCoords& c) {
     for (int k = 0; k < pl.slice.chunks(); k++) {
         const LayerRange r = pl.slice.chunk(k);
         s.layers += r.end - r.begin;
-        s.chunks.push_back({r.end - r.begin, s.head && k == pl.slice.head_chunk(cfg.n_layers)});
+        s.chunks.push_back({r, s.runs_embedding && k == pl.slice.embedding_chunk(),
+                            s.head && k == pl.slice.head_chunk(cfg.n_layers)});
         for (int64_t l = r.begin; l < r.end; l++) {
             if (!cfg.moe.moe_layer(l)) continue;
             s.moe_layers++;
@@ -119,7 +132,7 @@ Slice model_slice(const Job& job, const Layout& L, const GridCoords& c) {
 struct ActBytes {
     int64_t total = 0;               // one micro-batch through every chunk of the stage
     std::vector<int64_t> per_chunk;  // what each chunk's F keeps until its backward
-    int64_t output = 0;              // a chunk's output, which a stage without the head frees once sent
+    std::vector<int64_t> left_by_b;  // what each chunk's B adds until its W, when a schedule defers W
 };
 ActBytes micro_batch_activations(const Job& job, const Layout& L, const Slice& s) {
     const LlamaConfig& c = job.model;
@@ -127,26 +140,50 @@ ActBytes micro_batch_activations(const Job& job, const Layout& L, const Slice& s
     const int64_t B = L.micro_batch, Tl = job.seq / L.grid.cp;
     const int64_t Nt = B * Tl, Nr = L.sp ? Nt / t : Nt;  // tokens here; rows of the residual stream (SP: 1/t)
     const int64_t h = c.hidden, hd = c.head_dim(), nh = c.n_heads / t, nkv = c.n_kv_heads / t;
+    const bool probs = job.kernel == AttentionKernel::naive && L.grid.cp == 1;  // the (B, nh, T, T) probabilities
+    // what a layer keeps without recomputation: model.cpp's LayerActs (formulas.hpp: llama_layer_activation_bytes)
+    auto whole = [&](bool moe) -> int64_t {
+        // gate / up / act: f wide (dense), or each token's k expert copies and the shared experts (MoE)
+        const int64_t k = c.moe.top_k, f = moe ? (k + c.moe.shared_experts) * c.moe.expert_ffn / t : c.ffn / t;
+        // a MoE layer also keeps (moe_layer.cpp) the router's scores (N, E) and its k weights and choices per token,
+        // each choice's row in the send buffer, the k copies' rows on their way in to the experts and back out
+        // (uniform routing: as many arrive at this rank as leave it)
+        const int64_t router = moe ? eb * Nt * (c.moe.experts + k) + 4 * Nt * k * 2 + 2 * eb * Nt * k * h : 0;
+        return eb * (2 * Nr * h + 2 * Nt * h + Nt * (2 * nh * hd + 2 * nkv * hd + 3 * f)) + 4 * (2 * Nr + Nt * nh) +
+               (probs ? eb * B * nh * Tl * Tl : 0) + router;
+    };
     auto layer = [&](bool moe) -> int64_t {
         if (L.recompute == Recompute::full) return eb * Nr * h;  // the block input only
-        // gate / up / act: f wide (dense), or each token's k expert copies and the shared experts (MoE)
-        const int64_t f = moe ? (c.moe.top_k + c.moe.shared_experts) * c.moe.expert_ffn / t : c.ffn / t;
-        int64_t bytes = eb * (2 * Nr * h + 2 * Nt * h + Nt * (2 * nh * hd + 2 * nkv * hd + 3 * f)) + 4 * (2 * Nr + Nt * nh);
-        if (L.recompute == Recompute::none && job.kernel == AttentionKernel::naive && L.grid.cp == 1)
-            bytes += eb * B * nh * Tl * Tl;  // the (B, nh, T, T) probabilities
-        return bytes;
+        const int64_t bytes = whole(moe);
+        return L.recompute == Recompute::none || L.recompute == Recompute::offload ? bytes
+                                                                                   : bytes - (probs ? eb * B * nh * Tl * Tl : 0);
     };
     ActBytes a;
-    int64_t first = 0;  // the first layer of the chunk, to tell MoE layers apart
-    for (const auto& [layers, head] : s.chunks) {
-        int64_t bytes = 0;
-        for (int64_t l = 0; l < layers; l++) bytes += layer(c.moe.enabled() && first + l >= c.moe.first_dense);
-        first += layers;
+    for (const Slice::Chunk& k : s.chunks) {
+        int64_t bytes = 0, left = 0;
+        const int64_t n = k.layers.end - k.layers.begin;
+        for (int64_t l = k.layers.begin; l < k.layers.end; l++) {
+            const bool moe = c.moe.enabled() && c.moe.moe_layer(l);
+            bytes += layer(moe);
+            // B with W deferred (model.cpp's block_backward_input, Tag::activations until W): the gradients of
+            // q, k, v, gate and up take the place of the tensors they are the gradients of, which B frees with
+            // the attention's log-sum-exp and probabilities; it adds d xn2 and d xn1 (R rows: the norms' weight
+            // gradients read them) and the attention's output gradient (N rows, gathered under SP: o_proj's W
+            // reads it). Full recomputation first reruns the block into tensors held just as long: the whole
+            // layer but the input it kept.
+            left += eb * (2 * Nr + Nt) * h - 4 * Nt * nh -
+                    (probs && L.recompute != Recompute::selective ? eb * B * nh * Tl * Tl : 0);
+            if (L.recompute == Recompute::full) left += whole(moe) - eb * Nr * h;
+        }
+        // and each layer's MLP output gradient (N rows: down_proj's W reads it), but the top layer's in a chunk
+        // without the head (the received gradient itself, a message buffer); the embedding's W reads the lowest
+        // layer's input gradient (N rows); the head's B leaves d xn (R rows)
+        left += eb * Nt * h * (n - 1 + (k.head ? 1 : 0) + (k.embedding ? 1 : 0)) + (k.head ? eb * Nr * h : 0);
         // the head keeps x, rstd, xn and d logits; a chunk without it hands its output (Nr, h) on, and the
         // executor lets go of it once it is sent: not held between F and B
-        if (head) bytes += eb * (Nr * h + Nt * h + Nt * s.vocab_rows) + 4 * Nr;
-        a.output = eb * Nr * h;
+        if (k.head) bytes += eb * (Nr * h + Nt * h + Nt * s.vocab_rows) + 4 * Nr;
         a.per_chunk.push_back(bytes);
+        a.left_by_b.push_back(left);
         a.total += bytes;
     }
     return a;
@@ -165,16 +202,20 @@ int in_flight(const Layout& L, int stage) {
     return 1;
 }
 
-// The most Tag::activations the stage holds in a step: its op list walked, each F adding what its chunk keeps,
-// each backward (BW, or W after a split B) giving it back. Without pp: one micro-batch at a time, and its
-// output (the head's input) is part of the head's acts. Split B/W (ZB-H1, DualPipe) is counted as held until W.
+// The most Tag::activations the stage holds between two ops of its list (what the executor records after each):
+// the list walked, each F adding what its chunk keeps, a B whose W comes later (ZB-H1, DualPipe) adding what it
+// leaves for that W, the W or the fused BW giving all of it back. Without pp: one micro-batch at a time (its
+// output, the head's input, is part of the head's acts). Inside an op more is alive for a moment — the output
+// on its way to the next stage, B's gradients before it frees the forward's tensors —: the allocator's peak.
 int64_t peak_activations(const Layout& L, int stage, const ActBytes& a) {
     if (L.grid.pp == 1) return a.total;
     const PipelinePlan& P = plan_of(L);
     int64_t held = 0, peak = 0;
     for (const PipeOp& op : P.ops[stage]) {
         if (op.kind == PipeOpKind::F) held += a.per_chunk[op.chunk];
-        if (op.kind == PipeOpKind::BW || op.kind == PipeOpKind::W) held -= a.per_chunk[op.chunk];
+        if (op.kind == PipeOpKind::B) held += a.left_by_b[op.chunk];
+        if (op.kind == PipeOpKind::BW) held -= a.per_chunk[op.chunk];
+        if (op.kind == PipeOpKind::W) held -= a.per_chunk[op.chunk] + a.left_by_b[op.chunk];
         peak = std::max(peak, held);
     }
     return peak;
@@ -192,6 +233,32 @@ int64_t pipeline_sends(const Layout& L, int stage) {
         if ((op.kind == PipeOpKind::B || op.kind == PipeOpKind::BW) && v > 0) n++;
     }
     return n;
+}
+
+// What this stage's micro-batches run in a step, summed over its F ops (each backward retraces its forward): the
+// layers, MoE layers, embeddings and heads of the chunk each F runs. A micro-batch visits every chunk of an
+// interleaved stage, and one of DualPipe's two (its direction's); without pp, m visits of the whole model.
+struct Visits {
+    int64_t layers = 0, moe_layers = 0, embeddings = 0, heads = 0;
+};
+Visits chunk_visits(const Job& job, const Layout& L, int stage, const Slice& s) {
+    auto moe_layers = [&](const LayerRange& r) {
+        int64_t n = 0;
+        for (int64_t l = r.begin; l < r.end; l++) n += job.model.moe.enabled() && job.model.moe.moe_layer(l);
+        return n;
+    };
+    Visits v;
+    auto visit = [&](const Slice::Chunk& k, int64_t times) {
+        v.layers += times * (k.layers.end - k.layers.begin), v.moe_layers += times * moe_layers(k.layers);
+        v.embeddings += times * k.embedding, v.heads += times * k.head;
+    };
+    if (L.grid.pp == 1) {
+        visit(s.chunks.at(0), L.grad_accum);
+        return v;
+    }
+    for (const PipeOp& op : plan_of(L).ops[stage])
+        if (op.kind == PipeOpKind::F) visit(s.chunks.at(op.chunk), 1);
+    return v;
 }
 
 bool spans_nodes(int group, int stride, int gpus_per_node) { return group > 1 && group * stride > gpus_per_node; }
@@ -223,7 +290,7 @@ void check_layout(const Job& job, const Machine& m, const Layout& L, int world, 
           (long long)job.model.moe.experts);
     if (g.pp > 1) {
         const PipelinePlan& P = plan_of(L);  // the schedule's own rules (m a multiple of p for interleaved, ...)
-        split_layers(job.model.n_layers, P.virtual_stages, {});
+        split_layers(job.model.n_layers, P.virtual_stages, L.layers);
     }
 }
 
@@ -245,6 +312,7 @@ RankPrediction predict_rank(const Job& job, const Machine& m, const Layout& L, i
     r.state = job.precision == Precision::fp32 ? zero_model_state_bytes_fp32(L.zero, s.numel, r.shard)
                                                : zero_model_state_bytes_bf16(L.zero, s.numel, r.shard);
     // EXERCISE 09.2 end
+    if (job.precision == Precision::bf16_weights) r.state.grads *= 2;  // f32 gradients beside the 2-byte weights
 
     const ActBytes a = micro_batch_activations(job, L, s);
     r.micro_batch_activations = a.total;
@@ -255,36 +323,44 @@ RankPrediction predict_rank(const Job& job, const Machine& m, const Layout& L, i
     const int64_t eb = job.elem_bytes(), mb = L.grad_accum, Tl = job.seq / g.cp, h = c.hidden;
     const int64_t Nt = L.micro_batch * Tl, Nr = L.sp ? Nt / g.tp : Nt;
     r.tp_layer_bytes = (int64_t)std::llround(tp_layer_comm_elements(g.tp, Tl, L.micro_batch, h) * (double)eb);
+    const Visits v = chunk_visits(job, L, r.coords.pp, s);
     if (g.tp > 1) {
-        // per micro-batch: every layer's four boundaries (again in forward when full recomputation reruns the
-        // block: half of them), the vocab-parallel embedding's output all-reduce (SP: reduce-scatter + the
-        // backward's all-gather), lm_head's input gradient, the vocab-parallel cross-entropy's three f32
-        // statistics per token (max, sum of exponentials, target logit), and under SP the norms' weight
-        // gradients, summed over tp where backward computes them
+        // per layer a micro-batch runs: its four boundaries (again in forward when full recomputation reruns the
+        // block: half of them), and under SP the norms' weight gradients, summed over tp where backward computes
+        // them; per embedding: the vocab-parallel embedding's output all-reduce (SP: reduce-scatter + the
+        // backward's all-gather); per head: lm_head's input gradient and the vocab-parallel cross-entropy's three
+        // f32 statistics per token (max, sum of exponentials, target logit), and SP's final norm
         const double ar = 2.0 * (g.tp - 1) / g.tp;  // a ring all-reduce's bytes per byte of buffer
         const double rerun = L.recompute == Recompute::full ? 1.5 : 1.0;
-        double per_mb = (double)s.layers * (double)r.tp_layer_bytes * rerun;
-        if (s.runs_embedding) per_mb += ar * (double)(Nt * h * eb);
-        if (s.head) per_mb += ar * (double)(Nt * h * eb) + ar * (double)(3 * Nt * 4);
-        if (L.sp) per_mb += ar * (double)((2 * s.layers + (s.head ? 1 : 0)) * h * eb);
-        r.bytes.tp = (double)mb * per_mb;
+        r.bytes.tp = (double)v.layers * (double)r.tp_layer_bytes * rerun + (double)v.embeddings * ar * (double)(Nt * h * eb) +
+                     (double)v.heads * (ar * (double)(Nt * h * eb) + ar * (double)(3 * Nt * 4));
+        if (L.sp) r.bytes.tp += ar * (double)((2 * v.layers + v.heads) * h * eb);
     }
-    if (K > 1) {
-        const double grad_bytes = (double)(s.numel * eb);
-        r.bytes.dp = L.zero == 0 ? dp_bytes_per_step_formula(K, grad_bytes)
-                                 : zero_step_bytes(L.zero, s.numel, s.embedding, c.tied_embeddings, mb, K, eb);
-    }
+    // the gradients' reductions: dense units over dp × cp (K ranks), experts over edp (Ke)
+    const int64_t gb = job.grad_bytes(), wb = job.param_bytes(), dense = s.numel - s.expert_numel;
+    auto reduce = [&](int64_t psi, int64_t embedding, bool tied, int n) -> double {
+        if (n == 1 || psi == 0) return 0.0;
+        if (L.zero == 0) return dp_bytes_per_step_formula(n, (double)(psi * gb));
+        // zero_step_bytes counts every collective at the weights' bytes; its reduce-scatters (one per step under
+        // ZeRO-1, one per micro-batch under 2 and 3) carry the gradients, f32 beside bf16 weights
+        return zero_step_bytes(L.zero, psi, embedding, tied, mb, n, wb) +
+               (double)(L.zero == 1 ? 1 : mb) * (n - 1) / n * (double)((gb - wb) * psi);
+    };
+    r.bytes.dp = reduce(dense, s.embedding, c.tied_embeddings, K) + reduce(s.expert_numel, 0, true, Ke);
     r.bytes.pp = pipeline_stage_bytes(pipeline_sends(L, r.coords.pp), Nr, h, eb);
-    // a tied table held by the first stage and (as a replica) by the last: their gradients are summed over the
-    // pair once per step (pipeline_replicas.hpp), an all-reduce of two, over what this rank's optimizer holds
+    // the tensors two stages hold have their gradients summed over the pair once per step (pipeline_replicas.hpp),
+    // an all-reduce of two over what this rank's optimizer holds: DualPipe's every tensor (stage s and p-1-s hold
+    // the same layers), else a tied table, held by the first stage and (as a replica) by the last
     const int p = g.pp, st = r.coords.pp;
-    if (p > 1 && c.tied_embeddings && (st == 0 || st == p - 1) && std::min(st, p - 1 - st) != std::max(st, p - 1 - st)) {
+    if (p > 1 && L.schedule == PipeScheduleKind::dualpipe) {
+        r.bytes.pp += (double)((L.zero == 0 ? s.numel : r.shard) * job.grad_bytes());
+    } else if (p > 1 && c.tied_embeddings && (st == 0 || st == p - 1) && st != p - 1 - st) {
         const int64_t E = s.embedding;
         const int64_t held = L.zero == 0 ? E : E / K + (d < E % K ? 1 : 0);
-        r.bytes.pp += (double)(held * eb);
+        r.bytes.pp += (double)(held * job.grad_bytes());
     }
     const int64_t passes = L.recompute == Recompute::full ? 2 : 1;  // full recomputation reruns the ring forward
-    r.bytes.cp = (double)(s.layers * mb) *
+    r.bytes.cp = (double)v.layers *
                  (cp_ring_layer_bytes(g.cp, L.micro_batch, job.seq, c.n_kv_heads / g.tp, c.head_dim(), eb) +
                   (passes - 1) * (double)(g.cp - 1) * 2.0 * (double)(L.micro_batch * Tl * c.n_kv_heads / g.tp * c.head_dim() * eb));
     if (g.ep > 1 && s.moe_layers > 0) {
@@ -292,7 +368,7 @@ RankPrediction predict_rank(const Job& job, const Machine& m, const Layout& L, i
         // terms: the counts (El int32 to each other rank), the rows out and back in forward, again in backward
         const int64_t El = c.moe.experts / g.ep, copies = Nr * c.moe.top_k;
         std::vector<std::vector<int64_t>> S(g.ep, std::vector<int64_t>(g.ep, copies / g.ep));
-        r.bytes.ep = (double)(s.moe_layers * mb) * (ep_layer_all_to_all_bytes(S, 0, h, El, false, eb) +
+        r.bytes.ep = (double)v.moe_layers * (ep_layer_all_to_all_bytes(S, 0, h, El, false, eb) +
                                                      ep_layer_all_to_all_bytes(S, 0, h, El, true, eb) -
                                                      (double)(g.ep - 1) * (double)El * 4);
     }

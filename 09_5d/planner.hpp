@@ -41,9 +41,12 @@ Machine machine_preset(const std::string& name);
 std::vector<std::string> machine_names();
 
 // What we train. fp32: this code's default (4-byte everything, no master copy); bf16: the playbook's mixed
-// precision (bf16 weights, grads, activations and communication, fp32 master weights and Adam state).
-enum class Precision { fp32, bf16 };
-Precision parse_precision(const std::string& flag_value);  // names --precision
+// precision (bf16 weights, grads, activations and communication, fp32 master weights and Adam state);
+// bf16_weights: this code's --precision bf16 | fp16 | fp8 (chapter 11's policies as they run here): 2-byte weights
+// with the fp32 master and Adam state, but f32 gradients, activations and messages (only the GEMMs' inputs are
+// rounded) — what chapter 09's trainer predicts its own memory with.
+enum class Precision { fp32, bf16, bf16_weights };
+Precision parse_precision(const std::string& flag_value);  // names --precision (fp32 | bf16)
 const char* precision_name(Precision p);
 
 struct Job {
@@ -52,7 +55,9 @@ struct Job {
     int64_t global_batch = 0;     // sequences per optimizer step (the playbook's GBS = this · seq tokens)
     Precision precision = Precision::bf16;
     AttentionKernel kernel = AttentionKernel::flash;
-    int64_t elem_bytes() const { return precision == Precision::fp32 ? 4 : 2; }
+    int64_t elem_bytes() const { return precision == Precision::bf16 ? 2 : 4; }   // activations, tp/cp/pp/ep messages
+    int64_t param_bytes() const { return precision == Precision::fp32 ? 4 : 2; }  // weights (and ZeRO's all-gathers)
+    int64_t grad_bytes() const { return precision == Precision::bf16 ? 2 : 4; }   // gradients (and their reductions)
 };
 
 // One candidate: the grid's degrees and what each rank does with them.
@@ -65,6 +70,7 @@ struct Layout {
     int chunks = 1;               // interleaved 1F1B's v
     int64_t micro_batch = 1;      // sequences per micro-batch per dp rank (mbs)
     int64_t grad_accum = 1;       // micro-batches per step per dp rank (m under pp)
+    std::vector<int64_t> layers;  // --pp-layers: layers per virtual stage; empty: the even split
     std::string str() const;      // "dp 8 tp 8 pp 1 cp 1 ep 1 ZeRO-1 sp recompute=selective mbs 1 ga 4 1f1b"
 };
 
@@ -83,7 +89,10 @@ struct RankPrediction {
     ModelStateBytes state;         // params, grads, fp32 master, Adam moments
     int64_t micro_batch_activations = 0;  // Tag::activations one forward of one micro-batch keeps
     int in_flight = 1;             // micro-batches held at once (the schedule's)
-    int64_t activations = 0;       // the peak: in_flight · micro_batch_activations (per chunk under interleaving)
+    // the most activations the stage holds between two ops of its list (device + host under offload): its list
+    // walked, each F adding what its chunk keeps, a B whose W comes later adding what it leaves for that W, each W
+    // or BW giving its chunk's back; with one chunk and a fused backward, in_flight · micro_batch_activations
+    int64_t activations = 0;
     int64_t tp_layer_bytes = 0;    // what one decoder layer's TP boundaries send per micro-batch (fwd + bwd)
     AxisBytes bytes;               // per step
     int64_t total() const { return state.total() + activations; }

@@ -7,9 +7,9 @@
 # virtual stage), 8 micro-batches x 2 sequences x 32 tokens per step, one BLAS thread per rank; pp 1 is the same
 # step without a pipeline (gradient accumulation on one rank). Per row: the median step time and tokens/s over
 # steps 2.. ; "logical" the schedule's bubble on the logical clock (F = B = W = 1), "measured costs" the same clock
-# with the F, B, W times the last step measured, "wall" the stages' idle share on the wall clock (the last step's
-# mean over the stages; "wall median" the step log's over all steps). With more ranks than cores the ranks share
-# cores, so the wall bubble there counts the other ranks' compute too.
+# with the F, B, W times the last step measured, "wall" the bubble on the wall clock, idle over compute time (the
+# last step's mean over the stages; "wall median" the step log's idle/compute over all steps). With more ranks
+# than cores the ranks share cores, so the wall bubble there counts the other ranks' compute too.
 #   BIN=build/bin bash scripts/bench_07_pipeline_parallel.sh          (make bench runs it)
 set -euo pipefail
 bin=${BIN:-build/bin}
@@ -48,5 +48,5 @@ for arg in sys.argv[2:]:
     stages = [m.groups() for m in map(row.match, open(f"{tmp}/pp{pp}-{s}.txt")) if m]
     mean = lambda i: sum(float(g[i]) for g in stages) / len(stages)
     print(f"{pp:>3} {s:>11} {1e3 * med('seconds'):8.1f} {med('tokens_per_s'):9.0f} {100 * mean(1):7.1f}% "
-          f"{100 * mean(2):7.1f}% {100 * mean(3):14.1f}% {100 * mean(5):5.1f}% {med('bubble %'):11.1f}%")
+          f"{100 * mean(2):7.1f}% {100 * mean(3):14.1f}% {100 * mean(5):5.1f}% {med('idle/compute %'):11.1f}%")
 EOF

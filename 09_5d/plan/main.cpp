@@ -1,6 +1,7 @@
 // 09_5d/plan/main.cpp — the layout planner's command line (planner.hpp): a model, a machine and a target
 // batch in; every legal layout ranked by the playbook's three steps out, with why the first one wins. Given
-// a layout (--dp/--tp/--pp/--cp/--ep/--zero/...), it prints that layout's per-stage memory and traffic instead.
+// a layout (any of --dp/--tp/--pp/--cp/--ep, with --zero/--sp/...; --dp defaults to what the GPUs leave), it
+// prints that layout's per-stage memory and traffic instead.
 //
 // Playbook: "Finding the best training configuration". One process, no mpirun (09_5d/PLANNER.md):
 //   build/bin/09_5d_plan --model llama3-8b --machine h100 --gpus 64 --seq 4096 --global-batch 256
@@ -72,7 +73,8 @@ int run(int argc, char** argv) {
     f.add("top", &top, "rows of the ranked table");
     f.add("allow-cross-node-tp", &cross_tp, "consider tp groups larger than a node");
     f.add("cp-min-seq", &cp_min_seq, "ranking: consider --cp > 1 only from this sequence length on (the playbook: CP is for long sequences)");
-    f.add("dp", &dp, "evaluate one layout: its data-parallel degree (0: rank every layout)");
+    f.add("dp", &dp, "evaluate one layout: its data-parallel degree (0: --gpus over the others' product when any of "
+                     "--tp --pp --cp --ep is given; else rank every layout)");
     f.add("tp", &tp, "that layout's tensor-parallel degree (default 1)");
     f.add("pp", &pp, "... pipeline stages (default 1)");
     f.add("cp", &cp, "... context-parallel degree (default 1)");
@@ -102,6 +104,30 @@ int run(int argc, char** argv) {
     CHECK(global_batch >= 1, "--global-batch %lld must be >= 1", (long long)global_batch);
     CHECK(top >= 1, "--top %lld must be >= 1", (long long)top);
 
+    // one layout when any of its degrees is given (--dp derived from the others when absent); its other flags
+    // mean nothing to the ranking, which tries every value of them
+    const bool one = dp > 0 || tp > 0 || pp > 0 || cp > 0 || ep > 0;
+    if (one && dp == 0) {
+        const int64_t rest = std::max<int64_t>(tp, 1) * std::max<int64_t>(pp, 1) * std::max<int64_t>(cp, 1);
+        CHECK(gpus % rest == 0, "--tp %lld × --pp %lld × --cp %lld = %lld does not divide --gpus %lld: give --dp, or "
+              "degrees whose product divides the GPUs", (long long)std::max<int64_t>(tp, 1),
+              (long long)std::max<int64_t>(pp, 1), (long long)std::max<int64_t>(cp, 1), (long long)rest, (long long)gpus);
+        dp = gpus / rest;
+    }
+    if (!one) {
+        std::string given;
+        auto note = [&](bool set, const std::string& flag) { if (set) given += (given.empty() ? "" : " ") + flag; };
+        note(zero != 0, strfmt("--zero %lld", (long long)zero));
+        note(sp, "--sp");
+        note(recompute != "none", "--recompute " + recompute);
+        note(micro_batch != 1, strfmt("--micro-batch %lld", (long long)micro_batch));
+        note(grad_accum != 0, strfmt("--grad-accum %lld", (long long)grad_accum));
+        note(schedule != "1f1b", "--pp-schedule " + schedule);
+        note(chunks != 1, strfmt("--pp-chunks %lld", (long long)chunks));
+        CHECK(given.empty(), "%s: these describe one layout, and without its degrees (--dp, --tp, --pp, --cp, --ep) the "
+              "planner ranks every layout, trying every value of them; give the degrees, or drop these flags",
+              given.c_str());
+    }
     Job job;
     job.model = load_model(model);
     job.model.validate();
@@ -120,7 +146,7 @@ int run(int argc, char** argv) {
                 m.gpus_per_node, m.gpu_memory / 1e9, m.peak_flops / 1e12, m.efficiency, m.intra_bw / 1e9,
                 m.inter_bw / 1e9, (long long)seq, (long long)global_batch, seq * global_batch / 1e6, precision_name(job.precision));
 
-    if (dp > 0) {  // one layout
+    if (one) {  // one layout
         Layout L;
         L.grid = GridShape{(int)dp, (int)std::max<int64_t>(pp, 1), (int)std::max<int64_t>(cp, 1),
                            (int)std::max<int64_t>(tp, 1), (int)std::max<int64_t>(ep, 1)};

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bad_inputs_test.sh — chapter 07's rows of the bad-input table: unknown schedules, chunks without interleaving,
 # micro-batch counts a schedule cannot take, layer splits that do not add up, ZeRO-3 and evaluation with a pipeline,
-# the logical clock's costs, the trace file, and the layout's rules. Each row runs chapter 07 under mpirun and must
-# exit non-zero, not by a signal, within 10 s, naming the flag and the rule (tests/expect_fail.sh). `make test CH=07`.
+# the logical clock's costs, the trace file, the fault point (--inject-at), and the layout's rules. Each row runs
+# chapter 07 under mpirun and must exit non-zero, not by a signal, within 10 s, naming the flag and the rule
+# (tests/expect_fail.sh); and a run with --steps 0 that only exports, which must exit 0. `make test CH=07`.
 #   bash tests/07_pipeline_parallel/bad_inputs_test.sh     (BIN: the programs' folder; MPIRUN: as make sets it)
 set -uo pipefail
 source "$(dirname "$0")/../expect_fail.sh"
@@ -20,6 +21,7 @@ EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 2 "$BIN/07_pipeline_parallel" <<'EOF2'
 --pp 2 --pp-cost-b 0                                    | --pp-cost-b 0 must be a number of F units in (0, 1000]
 --pp 2 --pp-cost-w nan                                  | --pp-cost-w nan must be a number of F units
 --pp 2 --trace /nonexistent/pp.json                     | --trace /nonexistent/pp.json: the folder /nonexistent/ does not exist
+--pp 2 --inject-at last-b                               | --inject-at 'last-b' must be step or first-f
 --pp 2 --cp 2                                           | --cp 2 --ep 1: context and expert parallelism are chapters 06 and 08
 --pp 3                                                  | --pp 3 must be between 1 and the job's 2 rank(s)
 --pp 1                                                  | --dp 1 × --pp 1 × --cp 1 × --tp 1 = 1 ranks, but the job has 2
@@ -28,4 +30,9 @@ EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 4 "$BIN/07_pipeline_parallel" <<'EOF2'
 --pp 2 --tp 2 --sp --micro-batch 1 --seq 15             | --sp splits the --micro-batch 1 × --seq 15 = 15 tokens of a micro-batch into --tp 2 equal blocks
 --pp 2 --tp 3                                           | --tp 3
 EOF2
+# and one that must run: --steps 0 with --export-hf writes the folder and exits 0 (the pipeline's tables are of a
+# step that ran: there is none to measure)
+expect_ok "--pp 2 --steps 0 --export-hf: the folder written, exit 0" 30 \
+    "exported $TMP/hf/model.safetensors && no step ran: no pipeline tables" \
+    $MPIRUN -np 2 "$BIN/07_pipeline_parallel" --pp 2 --steps 0 --export-hf "$TMP/hf"
 expect_summary

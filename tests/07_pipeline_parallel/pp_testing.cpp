@@ -61,7 +61,9 @@ PpRun run_pp_layout(const PpLayout& L, int steps, bool keep_grads) {
 
     PpRun run;
     for (const PipeOp& op : parts.plan.ops[grid.coords().pp]) run.weight_ops += op.writes_weight_grads();
+    double pair_before = 0;
     for (int s = 0; s < steps; s++) {
+        pair_before = parts.replicas ? parts.replicas->bytes() : 0.0;
         StepResult r = training_step(trainer, data, s, plan, kAdamW.lr, kClip);
         run.losses.push_back(r.loss);
         run.norms.push_back(r.grad_norm);
@@ -77,6 +79,9 @@ PpRun run_pp_layout(const PpLayout& L, int steps, bool keep_grads) {
         run.peak_activations = std::max(run.peak_activations, r.activation_bytes - last.activations_before);
     }
     run.forward_bytes = last.forward_bytes[0];
+    run.sent_bytes = last.sent_bytes;
+    run.pair_bytes = parts.replicas ? parts.replicas->bytes() - pair_before : 0.0;
+    run.stage_numel = parts.model->n_params();
     if (parts.opt.dp_hooks) {
         run.dp_bytes = parts.opt.dp_hooks->last_step().bytes;
         run.dp_once = dp_bytes_per_step_formula(L.dp, (double)parts.model->grads().nbytes());
@@ -103,7 +108,7 @@ PpRun run_pp_layout(const PpLayout& L, int steps, bool keep_grads) {
     return run;
 }
 
-void check_pp_trains_like_one_rank(const PpLayout& L, int steps, double rtol) {
+PpRun check_pp_trains_like_one_rank(const PpLayout& L, int steps, double rtol) {
     INFO(L.str());
     const PpRun run = run_pp_layout(L, steps);
     const LlamaConfig cfg = L.config();
@@ -125,6 +130,26 @@ void check_pp_trains_like_one_rank(const PpLayout& L, int steps, double rtol) {
         if (m % p == 0) CHECK(run.peak_in_flight == pipeline_in_flight_interleaved(p, i, m, L.chunks));
         else CHECK(run.peak_in_flight <= pipeline_in_flight_interleaved(p, i, m, L.chunks));
     }
+    // the bytes the stage sent in the step, by closed form (not from the op list): one (b·s, h) f32 tensor (b·s/tp
+    // under SP) per activation passed on and per gradient passed back. A micro-batch crosses both boundaries of
+    // every chunk it visits, but the model's two ends: with v chunks a stage (interleaved; DualPipe's micro-batches
+    // visit one of its two chunks each) sends 2v per micro-batch, one fewer on the first stage (nothing before
+    // virtual stage 0) and one fewer on the last (the loss ends virtual stage S-1): m at the ends of one chunk's
+    // pipeline, 2m in the middle
+    const int v = L.schedule == "interleaved" ? L.chunks : 1;
+    const int64_t sends = (int64_t)m * (2 * v - (i == 0) - (i == p - 1));
+    const int64_t tokens = L.micro_batch * L.seq / (L.sp ? L.tp : 1);
+    INFO("stage " << i << " sent " << run.sent_bytes << " B on the pipeline group, " << run.pair_bytes << " B on the pair");
+    CHECK(formula_matches(run.sent_bytes, pipeline_stage_bytes(sends, tokens, cfg.hidden)));
+    // and on the mirror pair, once per step: an all-reduce of two ranks sends its buffer once (2(K-1)/K, K = 2).
+    // DualPipe: every tensor of stage s is stage p-1-s's too; a tied model: the table (V/tp rows of h) on the first
+    // and the last stage, ZeRO's shard of it over dp; nothing elsewhere
+    const int64_t shards = L.zero ? L.dp : 1;
+    double pair = 0;
+    if (L.schedule == "dualpipe") pair = 4.0 * (double)(run.stage_numel / shards);
+    else if (cfg.tied_embeddings && (i == 0 || i == p - 1)) pair = 4.0 * (double)(cfg.vocab / L.tp * cfg.hidden / shards);
+    CHECK(formula_matches(run.pair_bytes, pair));
+    return run;
 }
 
 }  // namespace penta::pp_testing

@@ -42,6 +42,10 @@ struct PpRun : penta::testing::Trained {
     int peak_in_flight = 0;
     int64_t peak_activations = 0, forward_bytes = 0;
     int stage = 0;
+    // bytes this stage sent in the last step: on the pipeline group (activations on, gradients back) and on the
+    // mirror pair (the sum of the tensors two stages hold: a tied table, DualPipe's copies)
+    double sent_bytes = 0, pair_bytes = 0;
+    int64_t stage_numel = 0;  // this rank's parameters (its stage, its tp shard)
 };
 
 // steps of AdamW (clipping active) on tp_testing::RandomTokens, on a grid of dp × pp × tp ranks (the whole
@@ -50,7 +54,8 @@ struct PpRun : penta::testing::Trained {
 PpRun run_pp_layout(const PpLayout& layout, int steps, bool keep_grads = false);
 
 // run_pp_layout against one rank training the same global batch (dp·mb·ga sequences as one micro-batch):
-// losses and grad norms per step within rtol, final weights per tensor (equivalence.hpp)
-void check_pp_trains_like_one_rank(const PpLayout& layout, int steps, double rtol);
+// losses and grad norms per step within rtol, final weights per tensor (equivalence.hpp); the plan's list ran,
+// the micro-batches in flight and each stage sent in a step equal their closed forms; returns the run
+PpRun check_pp_trains_like_one_rank(const PpLayout& layout, int steps, double rtol);
 
 }  // namespace penta::pp_testing

@@ -1,9 +1,11 @@
 // test_pp.cpp — chapter 07, training: N steps of pipeline-parallel training equal one rank training the same
 // global batch (losses, grad norms, final weights) for pp 2 and pp 4 under every schedule with m = p, 2p and an odd
-// m (interleaved v = 2 with a short last round, DualPipe played for odd or few micro-batches), an uneven layer split, a tied model (`small`: the last stage's replica of the
-// table stays equal to the first stage's), interleaved with v = 2, pp 2 × dp 2 (all-reduce, ZeRO-1, ZeRO-2) and
-// pp 2 × tp 2 (with and without SP); ZB-H1's B-then-W-later gives bitwise 1F1B's fused gradients; the Chrome trace
-// is valid JSON in the trace event format.
+// m (interleaved v = 2 with a short last round, DualPipe played for odd or few micro-batches), uneven layer splits
+// (pp 2 and pp 4), a tied model (`small` at pp 2 and 4: the last stage's replica of the table stays equal to the
+// first stage's), interleaved with v = 2, pp 2 × dp 2 (all-reduce, ZeRO-1, ZeRO-2) and pp 2 × tp 2 (with and
+// without SP); in each the bytes every stage sends per step equal their closed form (m messages at the ends, 2m in
+// the middle, ×v interleaved; the tied table's pair sum); ZB-H1's B-then-W-later gives bitwise 1F1B's fused
+// gradients; the Chrome trace is valid JSON in the trace event format.
 // Playbook: "Pipeline parallelism". Run: `make test CH=07`, or
 //   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/tests_07 -ts='ch07 np4'
 #include <unistd.h>
@@ -59,8 +61,7 @@ TEST_SUITE("ch07 np2") {
             PpLayout L;
             L.small = true, L.schedule = s, L.seq = 8, L.micro_batch = 1;
             INFO(L.str());
-            check_pp_trains_like_one_rank(L, kSteps, kRtol);
-            const PpRun run = run_pp_layout(L, 1);
+            const PpRun run = check_pp_trains_like_one_rank(L, kSteps, kRtol);
             // 1F1B: the last stage's table; DualPipe on 2 stages: stage 1 is a copy of stage 0, every tensor of it
             const int all = (int)ParamLayout::build(preset("small")).tensors.size();
             CHECK(run.replicas_checked == (world_rank() == 1 ? (L.schedule == "1f1b" ? 1 : all) : 0));
@@ -127,6 +128,15 @@ TEST_SUITE("ch07 np2") {
 TEST_SUITE("ch07 np4") {
     TEST_CASE("pp 4 trains like one rank under every schedule, m = p, 2p and odd") {
         for (int m : {4, 8, 5}) check_every_schedule(4, m);
+    }
+    TEST_CASE("pp 4 with an uneven split (2, 1, 2, 1 of 6 layers) and on the tied `small` model trains like one rank") {
+        PpLayout U;
+        U.pp = 4, U.n_layers = 6, U.layers = "2,1,2,1";
+        check_pp_trains_like_one_rank(U, kSteps, kRtol);
+        PpLayout T;  // the table on stage 0, its replica (lm_head) on stage 3, two stages between them
+        T.pp = 4, T.small = true, T.micro_batch = 1;
+        const PpRun run = check_pp_trains_like_one_rank(T, kSteps, kRtol);
+        CHECK(run.replicas_checked == (world_rank() == 3 ? 1 : 0));
     }
     TEST_CASE("pp 2 × dp 2 trains like one rank: all-reduce once per step, ZeRO-1, ZeRO-2") {
         for (int z : {0, 1, 2})

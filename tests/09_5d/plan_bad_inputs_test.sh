@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # plan_bad_inputs_test.sh — chapter 09's layout planner, its rows of the bad-input table: the machine, the
 # model, the sizes, and a layout given by flags that breaks a rule (tp across nodes, ZeRO-3 with pp, sp without
-# tp, a grid that is not the GPU count, cp that does not cut the sequence). Each row runs build/bin/09_5d_plan
-# (one process, no mpirun) and must exit non-zero, not by a signal, within 20 s, naming the flag and the rule
-# (tests/expect_fail.sh); control runs rank a small job, saying why its first layout wins, and read a Hugging Face
-# config.json. `make test CH=09`.
+# tp, a grid that is not the GPU count, cp that does not cut the sequence, degrees whose product does not divide
+# the GPUs) or that names a layout's options without its degrees. Each row runs build/bin/09_5d_plan (one process,
+# no mpirun) and must exit non-zero, not by a signal, within 20 s, naming the flag and the rule
+# (tests/expect_fail.sh); control runs rank a small job, saying why its first layout wins, read a Hugging Face
+# config.json, and evaluate the one layout --tp and --pp give without --dp. `make test CH=09`.
 #   bash tests/09_5d/plan_bad_inputs_test.sh     (BIN: the programs' folder)
 set -uo pipefail
 source "$(dirname "$0")/../expect_fail.sh"
@@ -33,9 +34,14 @@ EXPECT_JOBS=2 expect_table 20 "$BIN/09_5d_plan" <<'EOF'
 --gpus 64 --dp 8 --tp 4                         | --dp
 --gpus 64 --dp 8 --cp 8 --seq 4100              | --cp 8: --seq 4100 must split into 2·cp = 16 zig-zag chunks
 --steps 5                                       | unknown flag --steps
+--gpus 64 --zero 1 --sp                         | --zero 1 --sp: these describe one layout, and without its degrees
+--gpus 64 --tp 3 --pp 2                         | --tp 3 × --pp 2 × --cp 1 = 6 does not divide --gpus 64
 EOF
 expect_ok "a small job ranked, and why the first layout wins" 60 "step 3, maximise throughput" \
     "$BIN/09_5d_plan" --model smollm-135m --machine h100 --gpus 8 --seq 2048 --global-batch 64 --top 3
 expect_ok "a Hugging Face config.json folder read as the model (8.03B, as the llama3-8b preset)" 60 "8.03B parameters" \
     "$BIN/09_5d_plan" --model "$TMP/llama" --machine h200 --gpus 16 --global-batch 64 --top 2
+expect_ok "--tp and --pp without --dp: that one layout, dp from the GPUs left (was: every layout ranked)" 60 \
+    "layout dp 4 tp 8 pp 2 cp 1 && per-rank prediction" \
+    "$BIN/09_5d_plan" --model llama3-8b --machine h100 --gpus 64 --tp 8 --pp 2
 expect_summary

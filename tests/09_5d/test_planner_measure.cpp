@@ -1,7 +1,8 @@
 // test_planner_measure.cpp — the planner (09_5d/planner.hpp) against what the chapters' own parts hold and send
-// when they train: on CPU ranks, for layouts of dp (+ZeRO-0..3), tp (+sp), cp and pp (1F1B, AFAB, interleaved),
-// each rank's predicted model-state bytes (params, grads, master, optim) equal the allocator's tags EXACTLY,
-// its activations (what a micro-batch's forward keeps; under pp the step's peak) are within 5% (here: exact),
+// when they train: on CPU ranks, for layouts of dp (+ZeRO-0..3), tp (+sp), cp and pp (1F1B, AFAB, interleaved,
+// ZB-H1 with and without SP, DualPipe; full recomputation), each rank's predicted model-state bytes (params, grads, master, optim)
+// equal the allocator's tags EXACTLY, its activations (what a micro-batch's forward keeps; under pp the most the
+// stage held after any op of the step, what a deferred W waits for included) are within 5% (here: exact),
 // and the bytes it sends per axis in one optimizer step equal its Comm counters per group (to 1e-9 relative:
 // ring accounting sums fractions); and a MoE model's state (dp × ep, experts over edp) exactly.
 // Playbook: "Finding the best training configuration". Run: `make test CH=09`, or by hand
@@ -219,6 +220,21 @@ TEST_SUITE("ch09 np4") {
         Layout inter = layout(2, 1, 2, 1, 0, false);
         inter.schedule = PipeScheduleKind::interleaved, inter.chunks = 2;
         check_layout_prediction(model(4), inter, 8);
+    }
+    TEST_CASE("planner = measured: ZB-H1 and DualPipe (what B leaves for a deferred W), full recomputation under pp") {
+        Layout zb = layout(2, 1, 2, 1, 1, false);  // pp 2 × dp 2 ZeRO-1: stage 1 holds p-1 = 1 W back
+        zb.schedule = PipeScheduleKind::zb1;
+        check_layout_prediction(model(4), zb, 8);
+        Layout zb_full = layout(1, 2, 2, 1, 0, false, Recompute::full);  // B reruns the block and holds it until W
+        zb_full.schedule = PipeScheduleKind::zb1;
+        check_layout_prediction(model(4, true), zb_full, 8);
+        Layout zb_sp = layout(1, 2, 2, 1, 0, true);  // SP: the output gradients W reads are the gathered ones
+        zb_sp.schedule = PipeScheduleKind::zb1;
+        check_layout_prediction(model(4), zb_sp, 8);
+        check_layout_prediction(model(4), layout(2, 1, 2, 1, 0, false, Recompute::full), 8);  // 1F1B, fused BW
+        Layout dual = layout(1, 2, 2, 1, 0, false);  // both copies on each stage, their pair sum on pp
+        dual.schedule = PipeScheduleKind::dualpipe;
+        check_layout_prediction(model(4), dual, 8);
     }
     TEST_CASE("planner = measured, model state of a MoE model: dp 4 × ep 2, ZeRO-0 and ZeRO-1 (experts cut over edp)") {
         // only the state: the activations and the all-to-all follow the router's choices, which the planner
