@@ -85,11 +85,14 @@ struct StepRecord {
     std::vector<std::pair<std::string, double>> extra;  // more "name value" fields a chapter wants shown
     std::vector<std::pair<std::string, std::vector<double>>> arrays;  // lists for the JSON line only (per expert, ...)
     std::string detail;  // printed under the step line when it is printed (a chapter's histogram); not in JSON
+    double hardware_flops = -1;  // this rank's FLOPs in the step, counted by the op layer (ops.hpp counted_flops)
 };
 
 struct StepLogConfig {
     double flops_per_token = 0;  // model_flops_per_token(...)
-    double hardware_flops_per_token = 0;  // + recompute_flops_per_token(...); > 0: HFU printed beside MFU
+    // + recompute_flops_per_token(...); > 0: HFU printed beside MFU — from the record's counted hardware_flops
+    // (this rank's device) when it has them, else by the ratio hardware / model FLOPs per token
+    double hardware_flops_per_token = 0;
     double peak_flops = 0;       // per device; <= 0: MFU is not reported
     int num_devices = 1;         // devices sharing the step's tokens
     Device device = Device::cpu;  // whose memory is reported
