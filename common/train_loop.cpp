@@ -363,6 +363,7 @@ StepResult train_steps(TrainLoop& L, const Dataset& val) {
         if (straggler.flagged) rec.extra.push_back({"straggler rank", straggler.rank});
         const bool last = s + 1 == cfg.steps;
         const bool eval_now = cfg.eval_every > 0 && ((s + 1) % cfg.eval_every == 0 || last);
+        if ((eval_now || ckpt) && L.settle_weights) L.settle_weights();  // (a save may read the weights)
         if (eval_now) {
             Eval e = evaluate(L.trainer.model, val, cfg, L.full_logits);
             rec.task_accuracy = e.accuracy;
@@ -432,6 +433,7 @@ StepResult run_training(TrainLoop& L) {
     std::unique_ptr<Dataset> val =
         cfg.val_data.empty() ? nullptr : make_dataset(cfg.val_data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
     StepResult r = cfg.steps > 0 ? train_steps(L, val ? *val : L.data) : StepResult{};
+    if (L.settle_weights) L.settle_weights();  // --export-hf and --generate read them
     if (!cfg.export_hf.empty()) {
         const GridShape shape{(int)cfg.dp, (int)cfg.pp, (int)cfg.cp, (int)cfg.tp, (int)cfg.ep};
         CHECK(shape.ranks() == world_size(), "--export-hf: the layout %s is not the job's %d ranks", shape.str().c_str(),
