@@ -7,12 +7,15 @@
 //     moments) beside zero_model_state_bytes_fp32, and the playbook's bf16 (2Ψ + 2Ψ + 12Ψ)/N figure for
 //     reference; the comm tag's peak is what the stage needs in transient buffers;
 //   - the bytes each rank sent per step, counted by Comm, beside 2Ψ (ZeRO-1/2, and plain DP's all-reduce)
-//     and 3Ψ (ZeRO-3) — formulas.hpp's zero_step_bytes.
+//     and 3Ψ (ZeRO-3) — formulas.hpp's zero_step_bytes;
+//   - ZeRO-1/2: how long each rank waited for the updated weights' all-gathers, all at once after the update or
+//     (--zero-defer-gather) unit by unit in the next forward (zero1_overlap.hpp).
 //
 //   mpirun -np 4 build/bin/03_zero --dp 4 --zero 1
 //   mpirun -np 4 build/bin/03_zero --dp 4 --zero 3 --micro-batch 4
 //   mpirun -np 2 build/bin/03_zero --dp 2 --zero 2 --micro-batch 4 --grad-accum 2
 //   mpirun -np 2 build/bin/03_zero --dp 2 --zero 0          (plain data parallelism: chapter 02's hooks)
+//   mpirun -np 2 build/bin/03_zero --dp 2 --zero 1 --zero-defer-gather   (the weight all-gather into the next forward)
 #include <cmath>
 #include <cstdio>
 
@@ -45,9 +48,15 @@ int train(int argc, char** argv) {
     cfg.register_flags(flags);
     cfg.register_parallel_flags(flags);
     flags.add("zero", &zero, "ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters sharded; 0 plain DP (ch02)");
+    bool defer_gather = false;
+    flags.add("zero-defer-gather", &defer_gather, "ZeRO-1/2: leave the updated weights' all-gather in flight after "
+              "the step; the next forward waits for each unit when it reaches it");
     if (!flags.parse(argc, argv)) return 0;
     cfg.validate();
     check_data_parallel_only(cfg, world_size(), "chapter 03");
+    CHECK(!defer_gather || zero == 1 || zero == 2, "--zero-defer-gather needs --zero 1 or 2 (got --zero %lld): ZeRO-3 "
+          "gathers each unit when the forward reaches it already, plain data parallelism gathers nothing",
+          (long long)zero);
 
     Device device = resolve_device(cfg.device);
     LlamaConfig mc = resolve_model(cfg);
@@ -65,6 +74,7 @@ int train(int argc, char** argv) {
     std::unique_ptr<DataParallelHooks> dp_hooks;
     if (zero > 0) {
         zero_hooks = std::make_unique<ZeroHooks>(model, dp, stage, adamw, &grid);
+        if (defer_gather) zero_hooks->defer_weight_gather();
     } else {
         dp_optim = make_adamw(model, adamw, &grid);
         dp_hooks = std::make_unique<DataParallelHooks>(model, dp);
@@ -78,6 +88,7 @@ int train(int argc, char** argv) {
     TrainLoop loop{trainer, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, {}, {}};
     configure_log(loop, mc, device, dp.size());
     loop.world = &grid.world();
+    if (defer_gather) loop.settle_weights = [&] { zero_hooks->finish_weight_gather(); };  // evaluation, saves, export
     loop.on_step = [&](StepRecord& rec, const StepResult&) { rec.extra.push_back({"MB sent", step_bytes() / 1e6}); };
 
     const int K = dp.size();
@@ -98,9 +109,11 @@ int train(int argc, char** argv) {
     // ---- per rank: model state measured beside the formula, transient peak, bytes sent --------------------
     const MemStats& m = mem_stats(device);
     auto cur = [&](Tag t) { return (double)m.current[(int)t]; };
+    const GatherWaits waits = zero == 1 || zero == 2 ? zero_hooks->weight_gather_waits() : GatherWaits{};
     std::vector<std::vector<double>> rows =
         per_rank(grid.world(), {cur(Tag::params), cur(Tag::grads), cur(Tag::master), cur(Tag::optim),
-                                (double)m.peak[(int)Tag::comm], step_bytes()});
+                                (double)m.peak[(int)Tag::comm], step_bytes(), (double)waits.waited,
+                                (double)waits.exposed, waits.seconds});
     if (world_rank() != 0) return 0;
     std::vector<int64_t> units;
     for (const ParamUnit& u : model.layout().units) units.push_back(u.numel);
@@ -130,6 +143,14 @@ int train(int argc, char** argv) {
         std::printf("  %4d  %-14.0f  %-14.0f  %.4f  %s\n", r, rows[r][5], formula, P > 0 ? formula / P : 0.0,
                     formula_matches(rows[r][5], formula) ? "(equal)" : "(DIFFERENT)");
     std::printf("  ZeRO-1/2 and DP: 2P; ZeRO-2 with grad-accum A: (A+1)P; ZeRO-3: A(3P - untied embedding's backward gather)\n");
+    if (zero == 1 || zero == 2) {
+        std::printf("\nthe updated weights' all-gathers (one per unit, %zu units), %s:\n", units.size(),
+                    defer_gather ? "deferred: each waited for when the next forward reaches its unit"
+                                 : "waited for at once after the update (--zero-defer-gather: in the next forward)");
+        std::printf("  rank  gathers waited  still in flight then  blocked\n");
+        for (int r = 0; r < K; r++)
+            std::printf("  %4d  %14.0f  %20.0f  %7.1f ms\n", r, rows[r][6], rows[r][7], 1e3 * rows[r][8]);
+    }
     return 0;
 }
 

@@ -99,10 +99,12 @@ void ZeroHooks::before_update() {
 
 void ZeroHooks::after_update() {
     if (stage_ != ZeroStage::zero3) {  // give every rank everyone's updated pieces
-        if (deferred_)
+        if (deferred_) {
             deferred_->start(groups_, optim_->param);  // waited for unit by unit in the next forward
-        else
-            shards_.all_gather(groups_, optim_->param, model_.params());
+        } else {
+            std::vector<CommHandle> inflight = shards_.all_gather_start(groups_, optim_->param, model_.params());
+            for (CommHandle& h : inflight) waits_.wait(h);  // all at once: they overlap each other, not compute
+        }
         optim_->param = Tensor();
         if (stage_ == ZeroStage::zero1) optim_->grad = Tensor();
     }
@@ -115,6 +117,10 @@ Tensor ZeroHooks::gather_params() {
     Tensor full = Tensor::empty({model_.n_params()}, param_shard_.dtype, model_.device(), Tag::workspace);
     shards_.all_gather(groups_, param_shard_, full);
     return full;
+}
+
+void ZeroHooks::finish_weight_gather() {
+    if (deferred_) deferred_->finish_all();
 }
 
 void ZeroHooks::defer_weight_gather() {

@@ -72,6 +72,10 @@ class ZeroHooks : public StepHooks {
     // ZeRO-1/2: leave the all-gather of the updated weights in flight after each step; the next forward waits for
     // each unit when it acquires it (zero1_overlap.hpp). Off by default.
     void defer_weight_gather();
+    // lands the deferred gathers still in flight: before anything reads the full weights outside the model's walk
+    void finish_weight_gather();
+    // ZeRO-1/2: what waiting for the weight all-gathers cost this rank so far (at once, or deferred)
+    const GatherWaits& weight_gather_waits() const { return deferred_ ? deferred_->waits() : waits_; }
 
     // the full flat weights (n_params) on every rank, Tag::workspace: for tests and checkpoints.
     // ZeRO-3 all-gathers them (the dp counters see those bytes).
@@ -94,6 +98,7 @@ class ZeroHooks : public StepHooks {
     std::unique_ptr<ShardedGradients> sink_;   // ZeRO-2/3
     std::unique_ptr<GatheredParams> gathered_;  // ZeRO-3
     std::unique_ptr<DeferredWeights> deferred_;  // ZeRO-1/2 with defer_weight_gather()
+    GatherWaits waits_;                          // ZeRO-1/2 waiting at once
     std::unique_ptr<AdamW> optim_;              // over the shard
     CommCounters at_begin_, last_step_;
 };

@@ -135,6 +135,7 @@ float dot_limited(const float* a, const float* b, int64_t n, int mantissa_bits, 
 
 void linear_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, Operand a_role,
                  Operand b_role) {
+    count_linear_flops(C.size(-2), C.size(-1), transA ? A.size(-2) : A.size(-1));  // the op-level FLOP counter
     const DType f = GemmScope::format();
     if (f == DType::f32) return matmul(A, B, C, transA, transB, 1.0f, beta);
     CHECK(A.device() == Device::cpu && B.device() == Device::cpu && C.device() == Device::cpu,

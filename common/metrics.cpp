@@ -176,7 +176,9 @@ Rates rates(const StepLogConfig& cfg, const StepRecord& r) {
     double fpd = tps * cfg.flops_per_token / std::max(cfg.num_devices, 1);
     Rates x{tps, fpd, cfg.peak_flops > 0 ? fpd / cfg.peak_flops : -1};
     if (x.mfu >= 0 && cfg.hardware_flops_per_token > 0 && cfg.flops_per_token > 0)
-        x.hfu = x.mfu * cfg.hardware_flops_per_token / cfg.flops_per_token;  // the same tokens/s, more FLOPs each
+        x.hfu = r.hardware_flops >= 0 && r.seconds > 0
+                    ? r.hardware_flops / r.seconds / cfg.peak_flops  // what this rank's ops counted (ops.hpp)
+                    : x.mfu * cfg.hardware_flops_per_token / cfg.flops_per_token;  // the same tokens/s, more FLOPs each
     return x;
 }
 
@@ -231,6 +233,7 @@ std::string StepLog::json_line(const StepRecord& r) const {
     j["tflops_per_device"] = x.flops_per_device / 1e12;
     j["mfu"] = x.mfu >= 0 ? nlohmann::json(x.mfu) : nlohmann::json(nullptr);
     if (x.hfu >= 0) j["hfu"] = x.hfu;
+    if (r.hardware_flops >= 0) j["flops_counted"] = r.hardware_flops;  // this rank's, the step's matmuls and attention
     if (r.task_accuracy >= 0) j["task_accuracy"] = r.task_accuracy;
     for (const auto& kv : r.extra) j[kv.first] = kv.second;
     for (const auto& kv : r.arrays) j[kv.first] = kv.second;

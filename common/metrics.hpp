@@ -6,14 +6,15 @@
 // playbook uses to compare setups:
 //     model FLOPs per token = 6N + 12·L·h·T
 // N = parameters that take part in matmuls (everything but the input embedding table, whose lookup is
-// not a matmul; an untied LM head counts), L layers, h = n_heads·head_dim, T the sequence length. 6N is
+// not a matmul, and the norms' weights; the LM head counts), L layers, h = n_heads·head_dim, T the sequence length. 6N is
 // forward (2N) plus backward (4N); 12·L·h·T is QK^T and PV, forward and backward. Like PaLM, nanoGPT and
 // llm.c we do NOT halve the attention term for the causal mask, so our MFU compares with published
 // figures (a causal kernel really does about half of that attention work). Activation recomputation is
 // not counted: MFU counts the model's FLOPs, not the hardware's.
 // MFU = achieved model FLOP/s per device / peak FLOP/s of that device (a table for GPUs; on CPU the
 // best sgemm rate measured on this machine).
-// Tested by tests/01_single_gpu/test_optim.cpp: `build/bin/tests_01 -ts='ch01 np1' -tc='*StepLog*,*FLOP*,*memory*'`.
+// Tested by tests/01_single_gpu/test_optim.cpp: `build/bin/tests_01 -ts='ch01 np1' -tc='*StepLog*,*FLOP*,*memory*'`;
+// against the FLOPs the ops count in a real step (ops.hpp counted_flops) by test_hfu.cpp (-tc='HFU*').
 #pragma once
 #include <chrono>
 #include <cstdio>
@@ -85,11 +86,14 @@ struct StepRecord {
     std::vector<std::pair<std::string, double>> extra;  // more "name value" fields a chapter wants shown
     std::vector<std::pair<std::string, std::vector<double>>> arrays;  // lists for the JSON line only (per expert, ...)
     std::string detail;  // printed under the step line when it is printed (a chapter's histogram); not in JSON
+    double hardware_flops = -1;  // this rank's FLOPs in the step, counted by the op layer (ops.hpp counted_flops)
 };
 
 struct StepLogConfig {
     double flops_per_token = 0;  // model_flops_per_token(...)
-    double hardware_flops_per_token = 0;  // + recompute_flops_per_token(...); > 0: HFU printed beside MFU
+    // + recompute_flops_per_token(...); > 0: HFU printed beside MFU — from the record's counted hardware_flops
+    // (this rank's device) when it has them, else by the ratio hardware / model FLOPs per token
+    double hardware_flops_per_token = 0;
     double peak_flops = 0;       // per device; <= 0: MFU is not reported
     int num_devices = 1;         // devices sharing the step's tokens
     Device device = Device::cpu;  // whose memory is reported

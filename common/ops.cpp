@@ -3,6 +3,7 @@
 #include "ops.hpp"
 #include "lowp_gemm.hpp"
 
+#include <atomic>
 #include <cstring>
 
 #include "ops_backend.hpp"
@@ -42,7 +43,27 @@ void same_device(const char* op, std::initializer_list<const Tensor*> ts) {
     }
 }
 
+// the FLOP counter (ops.hpp): relaxed atomics, since a count needs no ordering with anything else
+std::atomic<int64_t> g_linear_flops{0}, g_attention_flops{0};
+
+// one attention call's GEMMs over the dense square: `gemms` products of (Tq, hd) by (hd, Tk) or alike per head
+void count_attention_flops(const Tensor& q, const Tensor& k, int gemms) {
+    const int64_t B = q.size(0), Tq = q.size(1), nh = q.size(2), hd = q.size(3), Tk = k.size(1);
+    g_attention_flops.fetch_add(2 * gemms * B * nh * Tq * Tk * hd, std::memory_order_relaxed);
+}
+
 }  // namespace
+
+FlopCount counted_flops() {
+    return {g_linear_flops.load(std::memory_order_relaxed), g_attention_flops.load(std::memory_order_relaxed)};
+}
+void reset_counted_flops() {
+    g_linear_flops.store(0, std::memory_order_relaxed);
+    g_attention_flops.store(0, std::memory_order_relaxed);
+}
+void count_linear_flops(int64_t M, int64_t N, int64_t K) {
+    g_linear_flops.fetch_add(2 * M * N * K, std::memory_order_relaxed);
+}
 
 void matmul(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float alpha, float beta) {
     CHECK(A.dim() >= 2 && B.dim() >= 2 && C.dim() >= 2, "matmul: A %s, B %s, C %s must be >= 2-D",
@@ -182,6 +203,7 @@ void attention_forward_naive(const Tensor& q, const Tensor& k, const Tensor& v, 
                              Tensor* probs, AttnSpan span) {
     check_attention("attention_naive", q, k, v, out, lse);
     if (probs) need("attention_naive", "probs", *probs, DType::f32, {q.size(0), q.size(2), q.size(1), k.size(1)});
+    count_attention_flops(q, k, 2);  // Q·Kᵀ, P·V
     DISPATCH(q.device(), attention_forward_naive, q, k, v, out, lse, probs, span);
 }
 
@@ -192,12 +214,14 @@ void attention_backward_naive(const Tensor& dout, const Tensor& q, const Tensor&
     check_attention_grads("attention_backward_naive", dout, q, k, dq, dk, dv);
     if (probs)
         need("attention_backward_naive", "probs", *probs, DType::f32, {q.size(0), q.size(2), q.size(1), k.size(1)});
+    count_attention_flops(q, k, probs ? 4 : 5);  // dV, dP, dQ, dK; Q·Kᵀ again to rebuild P without saved ones
     DISPATCH(q.device(), attention_backward_naive, dout, q, k, v, out, lse, probs, dq, dk, dv, span);
 }
 
 void attention_forward_tiled(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
                              AttnSpan span) {
     check_attention("attention_tiled", q, k, v, out, lse, true);
+    count_attention_flops(q, k, 2);  // Q·Kᵀ, P·V (a causal kernel skips the future tiles: counted dense all the same)
     DISPATCH(q.device(), attention_forward_tiled, q, k, v, out, lse, span);
 }
 
@@ -206,6 +230,7 @@ void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor&
                               AttnSpan span) {
     check_attention("attention_backward_tiled", q, k, v, out, lse, true);
     check_attention_grads("attention_backward_tiled", dout, q, k, dq, dk, dv);
+    count_attention_flops(q, k, 5);  // Q·Kᵀ to rebuild P, then dV, dP, dQ, dK
     DISPATCH(q.device(), attention_backward_tiled, dout, q, k, v, out, lse, dq, dk, dv, span);
 }
 

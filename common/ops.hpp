@@ -175,6 +175,22 @@ double sum_squares(const Tensor& x);
 // wait for the host instead of one per tensor (AdamW's global norm over every parameter tensor)
 double sum_squares(const std::vector<Tensor>& xs);
 
+// ---- FLOP counter ----------------------------------------------------------------------------------------
+// What the op layer ran, counted where it runs (one relaxed atomic add a call, on the host, any device): every
+// linear layer's GEMM (linear_gemm, whatever its format) 2·M·N·K; every attention call its GEMMs over the dense
+// (Tq, Tk) square of each query head — forward Q·Kᵀ and P·V, backward dV, dP, dQ and dK, and Q·Kᵀ again where
+// it rebuilds P (the tiled kernel always, the naive one without saved probabilities). The causal mask is not
+// halved, as in model_flops_per_token (metrics.hpp), so one step under --recompute none with the naive kernel
+// counts exactly the model's FLOPs, and every mode's extra is recompute_flops_per_token's (tests/01_single_gpu/
+// test_hfu.cpp); the step log's HFU reads it. Other matmul calls (benchmarks, tests) are not counted.
+struct FlopCount {
+    int64_t linear = 0, attention = 0;
+    int64_t total() const { return linear + attention; }
+};
+FlopCount counted_flops();  // since the process started or the last reset
+void reset_counted_flops();
+void count_linear_flops(int64_t M, int64_t N, int64_t K);  // linear_gemm's C (M, N) from K: 2·M·N·K
+
 // ---- elementwise and data movement -----------------------------------------------------------------------
 void add(const Tensor& a, const Tensor& b, Tensor& out);         // out = a + b (out may alias a or b)
 void add_inplace(Tensor& dst, const Tensor& src, float alpha = 1.0f);  // dst += alpha * src

@@ -144,9 +144,11 @@ BatchPlan batch_plan(const TrainConfig& cfg) {
 }
 
 void configure_log(TrainLoop& loop, const LlamaConfig& mc, Device device, int num_devices) {
-    // lm_head's FLOPs count even when tied; the embedding lookup is not a matmul; a MoE token computes with
-    // its k experts only (the active parameters)
-    const int64_t matmul_params = mc.n_active_params() - (mc.tied_embeddings ? 0 : mc.vocab * mc.hidden);
+    // lm_head's FLOPs count even when tied; the embedding lookup and the norms' weights (two a layer, the final
+    // one) are no matmul; a MoE token computes with its k experts only (the active parameters). One rank's step
+    // under --recompute none with the naive kernel counts exactly these FLOPs (ops.hpp's counter: test_hfu.cpp)
+    const int64_t matmul_params = mc.n_active_params() - (mc.tied_embeddings ? 0 : mc.vocab * mc.hidden) -
+                                  (2 * mc.n_layers + 1) * mc.hidden;
     loop.log.flops_per_token = model_flops_per_token(matmul_params, mc.n_layers, mc.n_heads * mc.head_dim(), loop.cfg.seq);
     loop.log.peak_flops = device_peak_flops(device, loop.trainer.model.precision().act,
                                              loop.trainer.model.precision().tf32).flops;
@@ -154,10 +156,10 @@ void configure_log(TrainLoop& loop, const LlamaConfig& mc, Device device, int nu
     loop.log.device = device;
     loop.log.jsonl_path = loop.cfg.log_jsonl;
     // HFU beside MFU when --recompute makes the hardware run more than the model: a decoder layer's matmul
-    // weights are what is left of the matmul parameters without lm_head, the final norm and the layers' two norms
+    // weights are what is left of the matmul parameters without lm_head
     Model& model = loop.trainer.model;
     if (model.options().recompute != Recompute::none && model.options().recompute != Recompute::offload) {
-        const int64_t layer = (matmul_params - mc.vocab * mc.hidden - mc.hidden) / mc.n_layers - 2 * mc.hidden;
+        const int64_t layer = (matmul_params - mc.vocab * mc.hidden) / mc.n_layers;
         loop.log.hardware_flops_per_token =
             loop.log.flops_per_token + recompute_flops_per_token(model.options().recompute,
                                                                  model.attention().materialises_probs(), layer,
@@ -337,6 +339,7 @@ StepResult train_steps(TrainLoop& L, const Dataset& val) {
         const double blocked0 = comm_blocked_seconds();
         inject_hang_if_due(cfg, s + 1);  // inside the step's time: a pause makes this rank the straggler
         float lr = schedule.at(s + 1);
+        const int64_t flops0 = counted_flops().total();  // HFU from what the ops ran
         r = training_step(L.trainer, L.data, s, L.plan, lr, cfg.grad_clip);
         device_synchronize(L.trainer.model.device());
         const double seconds = timer.seconds();
@@ -356,9 +359,11 @@ StepResult train_steps(TrainLoop& L, const Dataset& val) {
         rec.lr = lr;
         rec.tokens = L.plan.global_batch * cfg.seq;
         rec.seconds = seconds;
+        rec.hardware_flops = (double)(counted_flops().total() - flops0);
         if (straggler.flagged) rec.extra.push_back({"straggler rank", straggler.rank});
         const bool last = s + 1 == cfg.steps;
         const bool eval_now = cfg.eval_every > 0 && ((s + 1) % cfg.eval_every == 0 || last);
+        if ((eval_now || ckpt) && L.settle_weights) L.settle_weights();  // (a save may read the weights)
         if (eval_now) {
             Eval e = evaluate(L.trainer.model, val, cfg, L.full_logits);
             rec.task_accuracy = e.accuracy;
@@ -428,6 +433,7 @@ StepResult run_training(TrainLoop& L) {
     std::unique_ptr<Dataset> val =
         cfg.val_data.empty() ? nullptr : make_dataset(cfg.val_data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
     StepResult r = cfg.steps > 0 ? train_steps(L, val ? *val : L.data) : StepResult{};
+    if (L.settle_weights) L.settle_weights();  // --export-hf and --generate read them
     if (!cfg.export_hf.empty()) {
         const GridShape shape{(int)cfg.dp, (int)cfg.pp, (int)cfg.cp, (int)cfg.tp, (int)cfg.ep};
         CHECK(shape.ranks() == world_size(), "--export-hf: the layout %s is not the job's %d ranks", shape.str().c_str(),

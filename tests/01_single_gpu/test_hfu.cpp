@@ -1,5 +1,6 @@
 // test_hfu.cpp — HFU beside MFU: the FLOPs recomputation adds (metrics.hpp recompute_flops_per_token) against
-// the playbook's independent count of a GPT layer (formulas.hpp), and the step line / JSON that report it.
+// the playbook's independent count of a GPT layer (formulas.hpp) and against the FLOPs the op layer counts
+// while one training step runs (ops.hpp counted_flops), and the step line / JSON that report it.
 //
 // Playbook: "Activation recomputation" (HFU counts the recomputed FLOPs, MFU does not); seeds 000 and 003.
 //   make test CH=01     or     build/bin/tests_01 -ts='ch01 np1' -tc='HFU*'
@@ -7,6 +8,7 @@
 
 #include "../../common/formulas.hpp"
 #include "../../common/metrics.hpp"
+#include "../../common/ops.hpp"
 #include "../../common/train_loop.hpp"
 #include "../testing.hpp"
 
@@ -41,6 +43,63 @@ TEST_CASE("HFU: the recomputed FLOPs of a GPT-shaped layer equal the playbook's 
     CHECK(recompute_flops_per_token(Recompute::full, true, layer, 1, h, s) / model == doctest::Approx(1.0 / 3));
 }
 
+TEST_CASE("HFU: one step's counted FLOPs are the model's (none) plus recompute_flops_per_token x tokens") {
+    // The op layer counts every GEMM it runs (linear layers and attention) while a real training step runs under
+    // each --recompute mode; the formulas must then be the counts: none with the naive kernel exactly 6 N + 12 L h T
+    // a token, each other mode exactly recompute_flops_per_token more. Integers all the way (exact in a double)
+    LlamaConfig mc = preset("tiny");
+    mc.vocab = kByteVocab;
+    auto data = make_dataset("addition", 1, (int32_t)kByteVocab);
+    BatchPlan plan;
+    plan.seq = 32, plan.micro_batch = 2, plan.grad_accum = 2, plan.global_batch = 4;
+    const double tokens = (double)(plan.global_batch * plan.seq);
+    const int64_t h = mc.n_heads * mc.head_dim();
+    const int64_t layer = llama_layer_param_count(mc.hidden, mc.n_heads, mc.n_kv_heads, mc.ffn, mc.head_dim()) -
+                          2 * mc.hidden;                                  // a layer's matmul weights (no norms)
+    const int64_t matmul_params = mc.n_layers * layer + mc.vocab * mc.hidden;  // + lm_head; the lookup is no matmul
+    const double model = model_flops_per_token(matmul_params, mc.n_layers, h, plan.seq) * tokens;
+    for (const char* kernel : {"naive", "flash"}) {
+        double counted_none = 0;
+        for (const char* mode : {"none", "selective", "full", "offload"}) {
+            TrainConfig cfg;
+            cfg.recompute = mode, cfg.attention = kernel, cfg.seq = plan.seq;
+            Model m(mc, Device::cpu, 1, model_options(cfg));
+            std::unique_ptr<AdamW> opt = make_adamw(m, AdamWConfig{});
+            Trainer t{m, *opt};
+            TrainLoop loop{t, *data, cfg, plan, StepLogConfig{}, {}, {}};
+            configure_log(loop, mc, Device::cpu, 1);  // what the program prints MFU from
+            reset_counted_flops();
+            training_step(t, *data, 0, plan, 1e-3f, 1.0f);
+            const FlopCount c = counted_flops();
+            const Recompute r = parse_recompute(mode);
+            const double extra = recompute_flops_per_token(r, std::string(kernel) == "naive", layer, mc.n_layers, h,
+                                                           plan.seq) * tokens;
+            if (r == Recompute::none) counted_none = (double)c.total();
+            INFO(std::string(mode) << ", " << std::string(kernel) << ": counted " << c.total() << " FLOPs (linear " << c.linear
+                                   << ", attention " << c.attention << "), model " << model << " + recompute " << extra
+                                   << "; vs none " << (double)c.total() / counted_none);
+            CHECK((double)c.total() == model + extra);  // naive: none adds 0, so the differences are the formula's
+            CHECK(loop.log.flops_per_token * tokens == model);  // the MFU numerator of every chapter's step line
+            // the linear layers alone: 6 N (forward, input and weight gradients), and a layer's forward again (full)
+            CHECK((double)c.linear == 6.0 * (double)matmul_params * tokens +
+                                          (r == Recompute::full ? 2.0 * (double)(mc.n_layers * layer) * tokens : 0.0));
+        }
+    }
+    // appendix B: forward 2 FLOPs per parameter and token (+ attention), backward twice the forward — exactly, with
+    // the naive kernel keeping its probabilities (nothing rebuilt)
+    TrainConfig cfg;
+    cfg.attention = "naive", cfg.seq = plan.seq;
+    Model m(mc, Device::cpu, 1, model_options(cfg));
+    const std::vector<MicroBatch> mbs = make_micro_batches(*data, 0, plan, Device::cpu);
+    reset_counted_flops();
+    MicroBatchActs a = m.forward(mbs[0], tokens);
+    const int64_t forward = counted_flops().total();
+    m.backward(a);
+    const double mb_tokens = (double)(plan.micro_batch * plan.seq);
+    CHECK((double)forward == (2.0 * (double)matmul_params + 4.0 * (double)(mc.n_layers * h * plan.seq)) * mb_tokens);
+    CHECK(counted_flops().total() - forward == 2 * forward);
+}
+
 TEST_CASE("HFU: printed beside MFU when recomputation runs, by the ratio of hardware to model FLOPs") {
     Tensor w = Tensor::zeros({1024}, DType::f32, Device::cpu, Tag::params);
     StepLogConfig cfg;
@@ -61,6 +120,10 @@ TEST_CASE("HFU: printed beside MFU when recomputation runs, by the ratio of hard
     CHECK(log.line(r).find("MFU 0.4% | HFU 0.6%") != std::string::npos);
     const auto j = nlohmann::json::parse(log.json_line(r));
     CHECK(j["hfu"].get<double>() == doctest::Approx(1.5 * j["mfu"].get<double>()));
+    // a record that carries the FLOPs its rank's ops counted: HFU from them (per device: 4e9 in 0.5 s at 1e12)
+    r.hardware_flops = 4e9;
+    CHECK(log.line(r).find("MFU 0.4% | HFU 0.8%") != std::string::npos);
+    CHECK(nlohmann::json::parse(log.json_line(r))["flops_counted"].get<double>() == 4e9);
 }
 
 TEST_CASE("HFU: configure_log counts --recompute's FLOPs for the model it trains") {
@@ -82,7 +145,7 @@ TEST_CASE("HFU: configure_log counts --recompute's FLOPs for the model it trains
             const int64_t layer = llama_layer_param_count(mc.hidden, mc.n_heads, mc.n_kv_heads, mc.ffn) - 2 * mc.hidden;
             const double extra = recompute_flops_per_token(r, std::string(kernel) == "naive", layer, mc.n_layers,
                                                            mc.n_heads * mc.head_dim(), cfg.seq);
-            INFO(mode << " " << kernel);
+            INFO(std::string(mode) << " " << kernel);
             if (r == Recompute::none)
                 CHECK(loop.log.hardware_flops_per_token == 0);  // not reported: the default line stays as it was
             else

@@ -10,9 +10,10 @@
 // Without prefetch, or with a prefetch that waits for its gather at once, every acquire waits: exposed =
 // kGather per unit. The counts are exact, so the test says how much of the wait prefetch removed.
 // The second case turns prefetch off (a provider that tells GatheredParams nothing about the next unit) and
-// measures both ways: the exposed waits on the clock, and the peak of the allocator's tags — with prefetch the
-// resident shard + the unit computing + the one being fetched (seed 003: "ZeRO-3 的峰值还要加上当前分片单元和
-// 预取单元的完整参数"), without it the shard + one unit.
+// measures both ways, over the forward and over the backward: the exposed waits on the clock, and the peak of the
+// allocator's tags — with prefetch the resident shard + the unit computing + the one being fetched (seed 003:
+// "ZeRO-3 的峰值还要加上当前分片单元和预取单元的完整参数"), without it the shard + one unit. Its gradients go to
+// one full buffer outside Tag::comm, so that tag holds the gathered weights only, in the backward too.
 // The third does the same for ZeRO-1's all-gather of the updated weights, waited for at once after the step
 // (ZeroHooks) or left in flight into the next forward (zero1_overlap.hpp, seed 000's suggestion).
 // Playbook: "ZeRO-3: adding parameter partitioning" (prefetching the next layer's parameters).
@@ -94,6 +95,15 @@ LlamaConfig six_units() {
     return c;
 }
 
+// A gradient sink over one full buffer (Tag::grads): backward's gradients stay out of Tag::comm
+struct FullGrads : GradientSink {
+    FullGrads(const UnitShards& s, int64_t n) : shards(s), all(Tensor::zeros({n}, DType::f32, Device::cpu, Tag::grads)) {}
+    Tensor grads(int unit) override { return shards.unit_of(all, unit); }
+    void layer_grads_ready(int) override {}
+    const UnitShards& shards;
+    Tensor all;  // (n_params)
+};
+
 // The model's walk with prefetch off: the same provider, told nothing about the unit that comes next
 struct NoPrefetch : ParamProvider {
     explicit NoPrefetch(ParamProvider& p) : inner(p) {}
@@ -148,8 +158,7 @@ TEST_SUITE("ch03 np2") {
             shards.init([&m](const ParamLayout& l, Tensor& t) { m.initial_weights(l, t); }, shard);
             GatheredParams gathered(shards, groups, shard);
             NoPrefetch plain(gathered);
-            Tensor grad_shard = Tensor::zeros({shards.numel()}, DType::f32, Device::cpu, Tag::grads);  // (S)
-            ShardedGradients sink(shards, groups, grad_shard);  // a model without full gradients trains into one
+            FullGrads sink(shards, m.n_params());  // a model without full gradients trains into one
             m.set_gradient_sink(&sink);
             m.set_param_provider(prefetch ? static_cast<ParamProvider*>(&gathered) : &plain);
             m.add_observer(&clock);
@@ -157,34 +166,48 @@ TEST_SUITE("ch03 np2") {
             BatchPlan plan;
             plan.seq = 32, plan.micro_batch = plan.global_batch = 2;
             std::vector<MicroBatch> mbs = make_micro_batches(*data, 0, plan, Device::cpu);
-            mem_reset_peak(Device::cpu);
-            const MemStats before = mem_stats(Device::cpu);
-            MicroBatchActs a = m.forward(mbs[0], 50.0);
-            const MemStats after = mem_stats(Device::cpu);
             const std::vector<ParamUnit>& u = m.layout().units;
             const int units = (int)u.size();
             REQUIRE(units == 6);
-            // the widest unit, and the widest two consecutive ones of the forward walk (embedding, layers, head)
-            int64_t one = 0, two = 0;
+            const std::string mode = prefetch ? "prefetch" : "no prefetch";
+            // the gathered weights' peak (Tag::comm) and the params tag's over one pass
+            auto pass = [&](const std::function<void()>& run) {
+                mem_reset_peak(Device::cpu);
+                const MemStats before = mem_stats(Device::cpu);
+                run();
+                const MemStats after = mem_stats(Device::cpu);
+                // the resident shard is the only copy of the weights: the pass adds no parameter bytes
+                CHECK(before.current[(int)Tag::params] >= 4 * shards.numel());
+                CHECK(after.peak[(int)Tag::params] == before.current[(int)Tag::params]);
+                CHECK(gathered.idle());
+                return after.peak[(int)Tag::comm] - before.current[(int)Tag::comm];
+            };
+            // the widest unit, and the widest two consecutive ones, of each walk: forward embedding, layers, head;
+            // backward head, layers down (an untied embedding's backward reads no weights: not gathered)
+            int64_t one = 0, two = 0, one_b = 0, two_b = 0;
             for (int i = 0; i < units; i++) one = std::max(one, u[i].numel);
             for (int i = 0; i + 1 < units; i++) two = std::max(two, u[i].numel + u[i + 1].numel);
-            const int64_t gathered_peak = after.peak[(int)Tag::comm] - before.current[(int)Tag::comm];
-            INFO((prefetch ? "prefetch" : "no prefetch") << ": " << clock.late << " of " << units
-                 << " gathers late, exposed " << clock.exposed << " ticks; gathered weights at most " << gathered_peak
-                 << " bytes (one unit " << 4 * one << ", two " << 4 * two << ")");
-            // the resident shard is the only copy of the weights: the forward adds no parameter bytes
-            CHECK(before.current[(int)Tag::params] >= 4 * shards.numel());
-            CHECK(after.peak[(int)Tag::params] == before.current[(int)Tag::params]);
-            if (prefetch) {
-                CHECK(clock.late == 1);                    // the embedding
-                CHECK(clock.exposed == kGather);
-                CHECK(gathered_peak == 4 * two);           // current unit + prefetched unit
-            } else {
-                CHECK(clock.late == units);                // every acquire waits for its own gather
-                CHECK(clock.exposed == units * kGather);
-                CHECK(gathered_peak == 4 * one);           // one unit at a time
+            for (int i = units - 1; i >= 1; i--) one_b = std::max(one_b, u[i].numel);
+            for (int i = units - 1; i >= 2; i--) two_b = std::max(two_b, u[i].numel + u[i - 1].numel);
+            MicroBatchActs a;
+            const int64_t forward_peak = pass([&] { a = m.forward(mbs[0], 50.0); });
+            {
+                INFO(mode << " forward: " << clock.late << " of " << units << " gathers late, exposed " << clock.exposed
+                          << " ticks; gathered weights at most " << forward_peak << " bytes (one unit " << 4 * one
+                          << ", two " << 4 * two << ")");
+                CHECK(clock.late == (prefetch ? 1 : units));  // with prefetch the embedding only: nothing before it
+                CHECK(clock.exposed == (prefetch ? 1 : units) * kGather);
+                CHECK(forward_peak == 4 * (prefetch ? two : one));  // current + prefetched unit, or one at a time
             }
-            CHECK(gathered.idle());
+            const int late_f = clock.late;
+            const double exposed_f = clock.exposed;
+            const int64_t backward_peak = pass([&] { m.backward(a); });
+            INFO(mode << " backward: " << clock.late - late_f << " of " << units - 1 << " gathers late, exposed "
+                      << clock.exposed - exposed_f << " ticks; gathered weights at most " << backward_peak
+                      << " bytes (one unit " << 4 * one_b << ", two " << 4 * two_b << ")");
+            CHECK(clock.late - late_f == (prefetch ? 1 : units - 1));  // with prefetch the head only
+            CHECK(clock.exposed - exposed_f == (prefetch ? 1 : units - 1) * kGather);
+            CHECK(backward_peak == 4 * (prefetch ? two_b : one_b));
             m.remove_observer(&clock);
             m.set_param_provider(nullptr);
             m.set_gradient_sink(nullptr);
@@ -211,7 +234,7 @@ TEST_SUITE("ch03 np2") {
             training_step(trainer, *data, 0, plan, 1e-3f, 1.0f);
             const double after_first = clock.exposed;
             training_step(trainer, *data, 1, plan, 1e-3f, 1.0f);
-            INFO((defer ? "deferred" : "waited at once") << ": exposed " << after_first << " ticks after step 1, "
+            INFO(std::string(defer ? "deferred" : "waited at once") << ": exposed " << after_first << " ticks after step 1, "
                                                          << clock.exposed << " after step 2");
             if (defer) {
                 CHECK(after_first == 0);                // step 1's gathers left in flight

@@ -22,6 +22,33 @@ using namespace penta::testing;
 
 namespace penta::tp_testing {
 
+namespace {
+// The boundary the model calls, counting by op the collectives its four calls at the tp region's edges make;
+// the norms' gradient sums (sum_token_split_grad, SP) are no edge of the region and go through uncounted
+class RegionOps : public TensorParallelBoundary {
+   public:
+    RegionOps(TensorParallelBoundary& b, Comm& tp) : b_(b), tp_(tp) {}
+    Tensor enter_forward(const Tensor& x) override { return count([&] { return b_.enter_forward(x); }); }
+    Tensor enter_backward(const Tensor& dx) override { return count([&] { return b_.enter_backward(dx); }); }
+    Tensor exit_forward(const Tensor& y) override { return count([&] { return b_.exit_forward(y); }); }
+    Tensor exit_backward(const Tensor& dy) override { return count([&] { return b_.exit_backward(dy); }); }
+    bool splits_tokens() const override { return b_.splits_tokens(); }
+    void sum_token_split_grad(Tensor& partial) override { b_.sum_token_split_grad(partial); }
+    std::array<int64_t, kNumCommOps> calls{};
+
+   private:
+    Tensor count(const std::function<Tensor()>& call) {
+        const CommCounters before = tp_.counters();
+        Tensor out = call();
+        const CommCounters d = tp_.counters() - before;
+        for (int op = 0; op < kNumCommOps; op++) calls[op] += d.calls[op];
+        return out;
+    }
+    TensorParallelBoundary& b_;
+    Comm& tp_;
+};
+}  // namespace
+
 LlamaConfig tp_config(int64_t vocab, bool tied) {
     LlamaConfig c = preset("tiny");
     c.n_kv_heads = 4;
@@ -79,7 +106,8 @@ Run run_layout(const LlamaConfig& cfg, const Layout& L, int steps, const SpParts
         L.sp ? sp->boundary(grid.tp()) : std::make_unique<TensorParallel>(grid.tp());
     VocabParallelCrossEntropy loss(grid.tp(), model.layout(), cfg.vocab);
     LayerTraffic meter(model, *boundary);
-    model.set_boundary(boundary.get());
+    RegionOps region(*boundary, grid.tp());
+    model.set_boundary(&region);
     model.set_loss(&loss);
     model.add_observer(&meter);
     // the programs' optimizer and hooks (tp_training.hpp)
@@ -93,6 +121,8 @@ Run run_layout(const LlamaConfig& cfg, const Layout& L, int steps, const SpParts
         model.backward(acts);
         for (StepHooks* h : opt.hooks) h->finish_gradients();
         run.traffic = meter.layers();
+        run.region_calls = region.calls;
+        run.sequence_parallel = L.sp;
         meter.reset();
         model.zero_grads();
     }
@@ -323,6 +353,18 @@ void check_layer_traffic(const Run& run, const Layout& L, int64_t h) {
         CHECK(run.traffic[i].forward == half);
         CHECK(run.traffic[i].backward == half);
     }
+    // the same bytes by other collectives (seed 000's TP table is TP + SP's). Plain TP closes its region with
+    // all-reduces only: g forward and f backward, two a layer each way, and the vocab-parallel embedding's exit and
+    // the head's entrance. SP makes each of them an all-gather and a reduce-scatter (an all-reduce is the two in
+    // one): an all-gather entering forward and leaving backward, a reduce-scatter the other way round; no all-reduce
+    auto calls = [&](CommOp op) { return run.region_calls[(int)op]; };
+    INFO(std::string(run.sequence_parallel ? "SP" : "TP") << " region edges: " << calls(CommOp::all_reduce)
+         << " all-reduces, " << calls(CommOp::all_gather) << " all-gathers, " << calls(CommOp::reduce_scatter)
+         << " reduce-scatters; " << run.traffic.size() << " layers");
+    const int64_t edges = 4 * (int64_t)run.traffic.size() + 2;
+    CHECK(calls(CommOp::all_reduce) == (run.sequence_parallel ? 0 : edges));
+    CHECK(calls(CommOp::all_gather) == (run.sequence_parallel ? edges : 0));
+    CHECK(calls(CommOp::reduce_scatter) == (run.sequence_parallel ? edges : 0));
 }
 
 }  // namespace penta::tp_testing

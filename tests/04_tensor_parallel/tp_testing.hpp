@@ -6,6 +6,7 @@
 // A chapter-04 helper: it includes no later chapter, so SP's pieces come in as SpParts from chapter 05's tests.
 // Playbook: "Tensor parallelism", "Sequence parallelism". Run: `make test CH=04`, `make test CH=05`.
 #pragma once
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -59,6 +60,10 @@ struct Layout {
 // losses and grad norms per step, the final weights gathered into the unsharded layout, and traffic
 struct Run : penta::testing::Trained {
     std::vector<LayerTraffic::Bytes> traffic;  // per layer, for one measured micro-batch before training
+    // that micro-batch's collectives by op (CommOp) in the boundary's four calls at the tp region's edges, all
+    // layers, the embedding's and the head's edges included (the norms' gradient sums under SP are not the region's)
+    std::array<int64_t, kNumCommOps> region_calls{};
+    bool sequence_parallel = false;  // the layout's sp
     int64_t norm_region_bytes = 0;             // that micro-batch's sp->norm_region_bytes (0 without sp)
     ModelStateBytes state;                     // params / grads / master / optim bytes held after training
     std::vector<int64_t> unit_numels;          // of this rank's (tp-sharded) layout: ZeRO's shard sizes
@@ -95,7 +100,8 @@ void check_vocab_embedding(TensorParallel& b, int64_t V, bool seq_split);
 // gradient and the gathered logits. sequence_parallel: b is SP's boundary, so the model is built for it
 // (its norms' gradients summed over tp as backward computes them).
 void check_model_step(const LlamaConfig& cfg, TensorParallel& b, Recompute recompute, bool sequence_parallel = false);
-// run.traffic: every layer's forward and backward bytes == half of tp_layer_comm_elements, f32, exactly
+// run.traffic: every layer's forward and backward bytes == half of tp_layer_comm_elements, f32, exactly; and
+// run.region_calls: plain TP's region edges only all-reduce, SP's only all-gather and reduce-scatter
 void check_layer_traffic(const Run& run, const Layout& layout, int64_t hidden);
 
 // what every layout run and its one-rank reference share: the model's seed, AdamW (clipping active) at a
