@@ -170,6 +170,10 @@ std::string resolve_resume_dir(const std::string& resume, const std::string& sav
         CHECK(!name.empty(), "--resume %s: %s/latest is empty", resume.c_str(), dir.c_str());
         dir = (fs::path(dir) / name).string();
     }
+    // a crash while the step `latest` names was saved again (a resumed run) can leave it renamed aside,
+    // the new one not yet renamed in (commit_checkpoint): the aside copy is that complete checkpoint
+    if (!fs::exists(fs::path(dir) / "metadata.json", ec) && fs::exists(fs::path(dir + ".old") / "metadata.json", ec))
+        dir += ".old";
     CHECK(fs::exists(fs::path(dir) / "metadata.json", ec),
           "--resume %s: %s holds no metadata.json (a step folder, a --save folder with a `latest` file, or "
           "`latest` with --save are accepted)%s",

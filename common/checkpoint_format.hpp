@@ -7,6 +7,8 @@
 //                                   step, data position, RNG, LR schedule, optimizer scalars
 //   DIR/step_000005/rank_00003.bin  rank 3's pieces, back to back: raw little-endian values, no header
 //   DIR/step_000005.tmp/            a save in progress (a crash leaves it; the next save removes it)
+//   DIR/step_000005.old/            the previous save of the same step while it is replaced (a resumed run
+//                                   saving again a step it had saved): removed once `latest` is written
 //
 // A piece is a run of elements of ONE tensor as one rank holds it: the rank's block of the global tensor
 // (rows [row0, row0 + rows) × cols [col0, col0 + cols) of the full matrix: its tp shard, or all of it) and
@@ -95,7 +97,9 @@ struct CheckpointFaults {
 int64_t parse_save_every(const std::string& v);
 
 // The step folder --resume names: "latest" (then `save_dir`'s latest), a folder with a `latest` file (the
-// step it names), or a step folder (with metadata.json). Throws naming the flag, the path and what is missing.
+// step it names), or a step folder (with metadata.json; when it has none and its `.old` twin has, the twin:
+// a re-save of that step interrupted between its two renames). Throws naming the flag, the path and what
+// is missing.
 std::string resolve_resume_dir(const std::string& resume, const std::string& save_dir);
 
 }  // namespace penta

@@ -205,16 +205,21 @@ std::string prepare_step_dir(const std::string& save_dir, int64_t step, Comm* wo
 }
 
 namespace {
-// drops the oldest complete step folders beyond keep (0: keep all)
-void prune(const std::string& save_dir, int64_t keep) {
+// --keep K (0: keep all): keeps the step just committed and the K - 1 complete ones before it. Step folders
+// after it belong to a future this run abandoned (it resumed from an earlier step): they go, since counting
+// them among the K newest would delete the step `latest` names.
+void prune(const std::string& save_dir, int64_t committed, int64_t keep) {
     if (keep <= 0) return;
-    std::vector<std::string> steps;
+    std::vector<int64_t> older;
     for (const auto& e : fs::directory_iterator(save_dir)) {
         const std::string n = e.path().filename().string();
-        if (e.is_directory() && n.rfind("step_", 0) == 0 && n.find('.') == std::string::npos) steps.push_back(n);
+        if (!e.is_directory() || n.rfind("step_", 0) != 0 || n.find('.') != std::string::npos) continue;
+        const int64_t step = std::atoll(n.c_str() + 5);
+        if (step > committed) fs::remove_all(e.path());
+        else if (step < committed) older.push_back(step);
     }
-    std::sort(steps.begin(), steps.end());  // zero-padded: lexical = numerical
-    for (size_t i = 0; i + keep < steps.size(); i++) fs::remove_all(fs::path(save_dir) / steps[i]);
+    std::sort(older.begin(), older.end());
+    for (size_t i = 0; i + (keep - 1) < older.size(); i++) fs::remove_all(fs::path(save_dir) / step_dir_name(older[i]));
 }
 }  // namespace
 
@@ -259,15 +264,24 @@ SavedCheckpoint commit_checkpoint(const std::string& save_dir, int64_t step, con
     write_file_atomic((tmp / "metadata.json").string(), meta.dump(1));
     for (int r = 0; r < ranks; r++) fs::remove(tmp / shard_index_name(r));  // merged into metadata.json
     fsync_dir(tmp.string());
+    // the same step saved again (a resumed run): the old one is renamed aside, not removed, so a crash between
+    // the two renames leaves a complete copy that `latest` still finds (resolve_resume_dir takes the .old twin)
+    const fs::path aside = fs::path(save_dir) / (name + ".old");
     std::error_code ec;
-    fs::remove_all(final_dir, ec);  // the same step saved again (a resumed run)
+    if (fs::exists(final_dir, ec)) {
+        fs::remove_all(aside, ec);  // a stale aside copy (final_dir is complete)
+        fs::rename(final_dir, aside, ec);
+        CHECK(!ec, "checkpoint: renaming %s aside to %s failed: %s", final_dir.string().c_str(), aside.string().c_str(),
+              ec.message().c_str());
+    }
     fs::rename(tmp, final_dir, ec);
     CHECK(!ec, "checkpoint: renaming %s to %s failed: %s", tmp.string().c_str(), final_dir.string().c_str(),
           ec.message().c_str());
     fsync_dir(save_dir);
     write_file_atomic((fs::path(save_dir) / "latest").string(), name + "\n");  // the step is visible from here on
     fsync_dir(save_dir);
-    prune(save_dir, keep);
+    fs::remove_all(aside, ec);
+    prune(save_dir, step, keep);
     return out;
 }
 

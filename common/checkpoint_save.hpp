@@ -9,10 +9,11 @@
 //   2. write      step_X.tmp/rank_K.bin (each piece's CRC-32 computed as written), fsync, rename; its
 //                 index rank_K.json likewise. Synchronous, or on checkpoint_async.hpp's thread;
 //   3. commit     every rank says whether its write succeeded (one reduction over the world); on success
-//                 rank 0 merges the indexes into metadata.json, renames step_X.tmp to step_X, points
-//                 `latest` at it (tmp + fsync + rename), and drops the oldest beyond --keep. A crash before
-//                 the last rename leaves `latest` at the previous complete checkpoint; a failed write (a full
-//                 disk) removes the .tmp folder and stops the run naming the rank and the file.
+//                 rank 0 merges the indexes into metadata.json, renames step_X.tmp to step_X (an older
+//                 step_X, saved before a resume, renamed aside first), points `latest` at it (tmp + fsync +
+//                 rename), and drops the oldest beyond --keep. A crash before the last rename leaves
+//                 `latest` at the previous complete checkpoint; a failed write (a full disk) removes the .tmp
+//                 folder and stops the run naming the rank and the file.
 //
 // Playbook: seed 003 (checkpoint interval √(2δM), 12–14 bytes a parameter); ARCHITECTURE.md §4 (what each
 // tensor knows). Run: `build/bin/01_single_gpu --steps 10 --save /tmp/ck --save-every 5` (docs/CHECKPOINTS.md).

@@ -1,6 +1,6 @@
 // test_checkpoint.cpp — checkpoints on one rank: the CRC, a save/resume that continues bit-exactly (f32, and
 // bf16 weights with an fp32 master: 12 and 14 bytes a parameter), the async writer's bytes equal the sync
-// ones, and every error the loader must name (missing, truncated, corrupted shard, another model, another
+// ones, --keep after a resume from an earlier step, a step saved again, and every error the loader must name (missing, truncated, corrupted shard, another model, another
 // data stream, a full disk that leaves the previous checkpoint intact, a save that never finished).
 // The multi-rank layouts and resharding: tests/02_data_parallel/checkpoint_test.sh and the chapters above.
 //   make test CH=00      build/bin/tests_00 -tc='*checkpoint*'
@@ -63,12 +63,13 @@ struct Trace {
     std::vector<double> loss, norm;
 };
 
-// steps [first, last) of the 10-step schedule; saves after step `save_at` into dir (0: never)
+// steps [first, last) of the 10-step schedule; saves after every `save_at` steps into dir (0: never), keeping
+// `keep` checkpoints
 Trace train(Run& r, const Dataset& data, int64_t first, int64_t last, const std::string& dir, int64_t save_at,
-            bool async = false) {
+            bool async = false, int64_t keep = 0) {
     const LRSchedule lr{2e-3f, 1e-3f, 2, 10};
     Trace t;
-    Checkpointer ck(CheckpointOptions{dir, save_at, 24, 0, async}, *r.model, *r.optim, context(r, lr), GridCoords{},
+    Checkpointer ck(CheckpointOptions{dir, save_at, 24, keep, async}, *r.model, *r.optim, context(r, lr), GridCoords{},
                     nullptr);
     for (int64_t s = first; s < last; s++) {
         StepResult res = training_step(*r.model, *r.optim, data, s, plan(), lr.at(s + 1), 1.0f);
@@ -180,6 +181,51 @@ TEST_CASE("checkpoint: the async writer writes the same bytes as the synchronous
     CHECK(fs::exists(fs::path(sync_dir) / "step_000006"));
     fs::remove_all(sync_dir);
     fs::remove_all(async_dir);
+}
+
+std::string latest_of(const std::string& dir) {
+    std::ifstream in((fs::path(dir) / "latest").string());
+    std::string name;
+    std::getline(in, name);
+    return name;
+}
+
+TEST_CASE("checkpoint: --keep after a resume from an earlier step keeps the step `latest` names; a step saved again "
+          "replaces the old one through an aside copy") {
+    const LlamaConfig c = tiny256();
+    auto data = make_dataset("addition", 7, (int32_t)c.vocab);
+    const std::string dir = scratch("keep_resumed");
+    Run a = make_run(c, false);
+    train(a, *data, 0, 6, dir, 3);  // steps 3 and 6
+    // resumed from step 3, saving every 5 steps and keeping 1: step 5 is committed, and it must survive its prune
+    Run b = make_run(c, false);
+    load_checkpoint((fs::path(dir) / "step_000003").string(), *b.model, *b.optim,
+                    context(b, LRSchedule{2e-3f, 1e-3f, 2, 10}));
+    train(b, *data, 3, 5, dir, 5, false, 1);
+    CHECK(latest_of(dir) == "step_000005");
+    CHECK(fs::exists(fs::path(dir) / "step_000005" / "metadata.json"));
+    CHECK(!fs::exists(fs::path(dir) / "step_000006"));  // the abandoned future
+    CHECK(!fs::exists(fs::path(dir) / "step_000003"));  // beyond --keep 1
+    CHECK(load_error((fs::path(dir) / latest_of(dir)).string(), c) == "");
+    // keep 2 counts back from the committed step: after step 10, steps 5 and 10 stay
+    train(b, *data, 5, 10, dir, 5, false, 2);
+    CHECK(fs::exists(fs::path(dir) / "step_000005"));
+    CHECK(fs::exists(fs::path(dir) / "step_000010"));
+
+    // step 10 saved again (a run resumed from it, say): replaced, the aside copy removed after `latest` is written
+    const auto before = fs::last_write_time(fs::path(dir) / "step_000010" / "metadata.json");
+    Checkpointer again(CheckpointOptions{dir, 10, 24, 0, false}, *b.model, *b.optim,
+                       context(b, LRSchedule{2e-3f, 1e-3f, 2, 10}), GridCoords{}, nullptr);
+    again.after_step(10, 0.01, false);
+    CHECK(fs::exists(fs::path(dir) / "step_000010" / "metadata.json"));
+    CHECK(fs::last_write_time(fs::path(dir) / "step_000010" / "metadata.json") >= before);
+    CHECK(!fs::exists(fs::path(dir) / "step_000010.old"));
+    // a crash between the two renames of that re-save: the old copy aside, the new one not renamed in yet;
+    // `latest` still names step_000010, and --resume finds the aside copy
+    fs::rename(fs::path(dir) / "step_000010", fs::path(dir) / "step_000010.old");
+    CHECK(resolve_resume_dir(dir, "") == (fs::path(dir) / "step_000010.old").string());
+    CHECK(load_error(resolve_resume_dir(dir, ""), c) == "");
+    fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint: a missing, truncated or corrupted shard, another model or data stream are errors naming the file") {
