@@ -15,10 +15,11 @@
 // the run [begin, begin + count) of that block's row-major elements (a ZeRO shard holds a run of a block).
 // Every element therefore has a global (row, col), whatever the layout, and a loader with another layout
 // reads the pieces that cover the elements it needs (checkpoint_load.hpp): resharding is index arithmetic.
-// Kinds: "param" (the weights, in the parameter dtype), "master" (fp32 master), "m", "v" (AdamW's moments).
+// Kinds: "param" (the weights, in the parameter dtype: f32, bf16 or f16), "master" (fp32 master), "m", "v"
+// (AdamW's moments).
 // Of the ranks holding the same values exactly one writes them (counts_in_grad_norm's rule), so the folder
 // holds each value once: 4 + 4 + 4 = 12 bytes a parameter in fp32 without master, 2 + 4 + 4 + 4 = 14 with
-// bf16 weights and an fp32 master (seed 003; docs/CHECKPOINTS.md).
+// bf16 or f16 weights and an fp32 master (seed 003; docs/CHECKPOINTS.md).
 //
 // Playbook: "5D parallelism in a nutshell" / seed 003 (checkpoint size, resharding metadata).
 // Test: `build/bin/tests_00 -tc='*checkpoint*'` (make test CH=00).
@@ -45,7 +46,7 @@ const char* piece_kind_name(PieceKind k);  // "param", "master", "m", "v"
 struct CheckpointPiece {
     std::string tensor;  // Hugging Face name
     PieceKind kind = PieceKind::param;
-    DType dtype = DType::f32;            // as stored: f32, or bf16 for bf16 weights
+    DType dtype = DType::f32;            // as stored: f32, or the weights' bf16 / f16
     int64_t row0 = 0, col0 = 0, rows = 0, cols = 0;  // the rank's block of the global tensor (a vector: cols 1)
     int64_t begin = 0, count = 0;        // the run of the block's row-major elements
     uint64_t offset = 0;                 // bytes into the rank's shard file

@@ -21,7 +21,8 @@ namespace penta {
 
 namespace fs = std::filesystem;
 
-nlohmann::json run_metadata(const CheckpointContext& c, int64_t step, int optimizer_steps, int world_size) {
+nlohmann::json run_metadata(const CheckpointContext& c, int64_t step, int optimizer_steps, int world_size,
+                            const LossScaler* scaler) {
     const LlamaConfig& m = c.model;
     nlohmann::json j;
     j["format"] = kCheckpointFormat;
@@ -44,6 +45,11 @@ nlohmann::json run_metadata(const CheckpointContext& c, int64_t step, int optimi
                         {"total", c.lr.total}, {"next_lr", c.lr.at(step + 1)}};
     j["optimizer"] = {{"name", "adamw"},         {"step_count", optimizer_steps}, {"beta1", c.adamw.beta1},
                       {"beta2", c.adamw.beta2}, {"eps", c.adamw.eps},            {"weight_decay", c.adamw.weight_decay}};
+    // fp16's dynamic loss scale is state too: a resume that restarted it at 2^16 would redo the back-offs
+    j["loss_scaler"] = nullptr;
+    if (scaler)
+        j["loss_scaler"] = {{"scale", scaler->scale()}, {"clean_steps", scaler->clean_steps()},
+                            {"skipped", scaler->skipped()}};
     return j;
 }
 
@@ -59,8 +65,8 @@ void set_block(CheckpointPiece& p, const ParamTensor& t) {
 }
 
 DType stored_dtype(DType d, const char* what) {
-    CHECK(d == DType::f32 || d == DType::bf16, "checkpoint: %s in %s cannot be saved (f32 or bf16 only)", what,
-          dtype_name(d));
+    CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16, "checkpoint: %s in %s cannot be saved (f32, bf16 "
+          "or f16 only)", what, dtype_name(d));
     return d;
 }
 
@@ -74,9 +80,10 @@ void add_piece(CheckpointSnapshot& s, CheckpointPiece p, const std::vector<float
     char* out = s.bytes.data() + p.offset;
     if (d == DType::f32) {
         std::memcpy(out, host.data() + first, (size_t)n * 4);
-    } else {
+    } else {  // exact both ways: the values were bf16 or f16 before to_host widened them
         uint16_t* o = (uint16_t*)out;
-        for (int64_t i = 0; i < n; i++) o[i] = f32_to_bf16(host[(size_t)(first + i)]);  // exact: they were bf16
+        for (int64_t i = 0; i < n; i++)
+            o[i] = d == DType::bf16 ? f32_to_bf16(host[(size_t)(first + i)]) : f32_to_f16(host[(size_t)(first + i)]);
     }
     s.pieces.push_back(std::move(p));
 }
@@ -290,9 +297,9 @@ double optimal_checkpoint_interval(double save_seconds, double mtbf_seconds) {
 }
 
 Checkpointer::Checkpointer(CheckpointOptions opt, Model& model, AdamW& optim, CheckpointContext ctx,
-                           GridCoords coords, Comm* world)
+                           GridCoords coords, Comm* world, CheckpointExtras extras)
     : opt_(std::move(opt)), model_(model), optim_(optim), ctx_(std::move(ctx)), coords_(coords), world_(world),
-      every_(opt_.every) {}
+      extras_(std::move(extras)), every_(opt_.every) {}
 
 Checkpointer::~Checkpointer() = default;
 
@@ -315,7 +322,7 @@ void Checkpointer::save(int64_t step) {
     Timer timer;
     const std::string tmp = prepare_step_dir(opt_.dir, step, world_);
     CheckpointSnapshot snap = snapshot_state(model_, optim_, coords_, world_rank(), step);
-    const nlohmann::json meta = run_metadata(ctx_, step, optim_.step_count, world_ ? world_->size() : 1);
+    const nlohmann::json meta = run_metadata(ctx_, step, optim_.step_count, world_ ? world_->size() : 1, extras_.scaler);
     const CheckpointFaults faults = CheckpointFaults::from_env(step);
     if (opt_.async) {
         if (!writer_) writer_ = std::make_unique<AsyncShardWriter>();

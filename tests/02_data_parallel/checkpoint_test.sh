@@ -13,7 +13,7 @@
 set -uo pipefail
 here=$(dirname "$0")
 source "$here/../expect_fail.sh"
-source "$here/checkpoint_testing.sh"
+source "$here/../checkpoint_testing.sh"
 expect_needs_mpi "checkpoint test (chapter 02)"
 run=($MPIRUN -np 2 "$BIN/02_data_parallel" --dp 2 --model small --seq 16 --micro-batch 2 --steps 10 --warmup 2
      --log-every 1 --eval-every 0)
