@@ -40,6 +40,7 @@ const char* piece_kind_name(PieceKind k) {
         case PieceKind::master: return "master";
         case PieceKind::m: return "m";
         case PieceKind::v: return "v";
+        case PieceKind::state: return "state";
     }
     return "?";
 }
@@ -59,7 +60,7 @@ CheckpointPiece piece_from_json(const nlohmann::json& j, const std::string& wher
         bool known = false;
         for (int k = 0; k < kPieceKinds; k++)
             if (kind == piece_kind_name((PieceKind)k)) p.kind = (PieceKind)k, known = true;
-        CHECK(known, "kind \"%s\" is not param, master, m or v", kind.c_str());
+        CHECK(known, "kind \"%s\" is not param, master, m, v or state", kind.c_str());
         CHECK(dt == "f32" || dt == "bf16" || dt == "f16", "dtype \"%s\" is not f32, bf16 or f16", dt.c_str());
         p.dtype = dt == "f32" ? DType::f32 : dt == "bf16" ? DType::bf16 : DType::f16;
         p.row0 = j.at("row0").get<int64_t>(), p.col0 = j.at("col0").get<int64_t>();

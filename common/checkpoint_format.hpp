@@ -16,7 +16,8 @@
 // Every element therefore has a global (row, col), whatever the layout, and a loader with another layout
 // reads the pieces that cover the elements it needs (checkpoint_load.hpp): resharding is index arithmetic.
 // Kinds: "param" (the weights, in the parameter dtype: f32, bf16 or f16), "master" (fp32 master), "m", "v"
-// (AdamW's moments).
+// (AdamW's moments), "state" (f32 training state a hook keeps outside the model and the optimizer, named
+// like a parameter: chapter 08's balance bias; checkpoint_state.hpp).
 // Of the ranks holding the same values exactly one writes them (counts_in_grad_norm's rule), so the folder
 // holds each value once: 4 + 4 + 4 = 12 bytes a parameter in fp32 without master, 2 + 4 + 4 + 4 = 14 with
 // bf16 or f16 weights and an fp32 master (seed 003; docs/CHECKPOINTS.md).
@@ -39,9 +40,9 @@ namespace penta {
 // buffer equals feeding it in parts.
 uint32_t crc32_update(uint32_t crc, const void* data, size_t n);
 
-enum class PieceKind : uint8_t { param, master, m, v };
-constexpr int kPieceKinds = 4;
-const char* piece_kind_name(PieceKind k);  // "param", "master", "m", "v"
+enum class PieceKind : uint8_t { param, master, m, v, state };
+constexpr int kPieceKinds = 5;
+const char* piece_kind_name(PieceKind k);  // "param", "master", "m", "v", "state"
 
 struct CheckpointPiece {
     std::string tensor;  // Hugging Face name

@@ -201,6 +201,13 @@ int64_t load_checkpoint(const std::string& step_dir, Model& model, AdamW& optim,
     fill(optim.m, PieceKind::m);
     fill(optim.v, PieceKind::v);
     optim.step_count = ck.metadata().at("optimizer").at("step_count").get<int>();
+    // a hook's state tensors (checkpoint_state.hpp): every element must be in the checkpoint (read_run says
+    // which tensor is not)
+    for (const StateTensor& st : extras.state) {
+        std::vector<float> host((size_t)st.where.numel(), 0.0f);
+        ck.read_run(st.where, PieceKind::state, 0, st.where.numel(), host.data());
+        store_params(Tensor::from_host(host, {st.where.numel()}, Device::cpu), *st.values);
+    }
     // fp16's loss scaler where both runs have one; a checkpoint without one (another precision) leaves it fresh
     const nlohmann::json& ls = ck.metadata().value("loss_scaler", nlohmann::json());
     if (extras.scaler && ls.is_object())

@@ -91,7 +91,7 @@ void add_piece(CheckpointSnapshot& s, CheckpointPiece p, const std::vector<float
 }  // namespace
 
 CheckpointSnapshot snapshot_state(Model& model, const AdamW& optim, const GridCoords& coords, int rank,
-                                  int64_t step) {
+                                  int64_t step, const std::vector<StateTensor>& state) {
     CheckpointSnapshot s;
     s.step = step;
     s.rank = rank;
@@ -140,6 +140,15 @@ CheckpointSnapshot snapshot_state(Model& model, const AdamW& optim, const GridCo
             p.begin = r.name_offset;
             add_piece(s, p, host, r.offset, r.count, d);
         }
+    }
+    // a hook's state, by the same owner rule as a parameter replicated alike
+    for (const StateTensor& st : state) {
+        s.tensors[st.where.name] = st.where.full_shape;
+        if (!counts_in_grad_norm(st.where, coords)) continue;
+        CheckpointPiece p;
+        set_block(p, st.where);
+        p.kind = PieceKind::state;
+        add_piece(s, p, st.values->to_host(), 0, st.where.numel(), DType::f32);
     }
     return s;
 }
@@ -321,7 +330,7 @@ void Checkpointer::save(int64_t step) {
     if (pending_step_ > 0) commit_pending();  // the next save waits for the previous one
     Timer timer;
     const std::string tmp = prepare_step_dir(opt_.dir, step, world_);
-    CheckpointSnapshot snap = snapshot_state(model_, optim_, coords_, world_rank(), step);
+    CheckpointSnapshot snap = snapshot_state(model_, optim_, coords_, world_rank(), step, extras_.state);
     const nlohmann::json meta = run_metadata(ctx_, step, optim_.step_count, world_ ? world_->size() : 1, extras_.scaler);
     const CheckpointFaults faults = CheckpointFaults::from_env(step);
     if (opt_.async) {

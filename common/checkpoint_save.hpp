@@ -4,9 +4,10 @@
 //
 // The three phases of one save (checkpoint_format.hpp has the files):
 //   1. snapshot   the rank's pieces copied to host memory: the weights (the flat buffer's tensors, or a
-//                 ZeRO-3 shard's ranges), the fp32 master, AdamW's m and v, of the elements this rank is
-//                 the one owner of (counts_in_grad_norm: coordinate 0 of every replicating axis); the loss
-//                 scaler's state goes into the metadata;
+//                 ZeRO-3 shard's ranges), the fp32 master, AdamW's m and v, a hook's state tensors
+//                 (checkpoint_state.hpp), of the elements this rank is the one owner of
+//                 (counts_in_grad_norm: coordinate 0 of every replicating axis); the loss scaler's state
+//                 goes into the metadata;
 //   2. write      step_X.tmp/rank_K.bin (each piece's CRC-32 computed as written), fsync, rename; its
 //                 index rank_K.json likewise. Synchronous, or on checkpoint_async.hpp's thread;
 //   3. commit     every rank says whether its write succeeded (one reduction over the world); on success
@@ -26,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint_format.hpp"
+#include "checkpoint_state.hpp"
 #include "comm.hpp"
 #include "grid.hpp"
 #include "loss_scaler.hpp"
@@ -48,9 +50,10 @@ struct CheckpointContext {
     AdamWConfig adamw;
 };
 // What a save writes and a resume restores beside the model and the optimizer: fp16's loss scaler (scale,
-// clean steps, skipped steps: in metadata.json).
+// clean steps, skipped steps: in metadata.json) and the state tensors of the layout's hooks.
 struct CheckpointExtras {
     LossScaler* scaler = nullptr;    // nullptr: no loss scaling
+    std::vector<StateTensor> state;  // checkpoint_state.hpp
 };
 // metadata.json's run part: format, model, precision, layout, data position, rng, lr schedule, optimizer,
 // the loss scaler's state (null without one)
@@ -67,7 +70,7 @@ struct CheckpointSnapshot {
     std::vector<char> bytes;
 };
 CheckpointSnapshot snapshot_state(Model& model, const AdamW& optim, const GridCoords& coords, int rank,
-                                  int64_t step);
+                                  int64_t step, const std::vector<StateTensor>& state = {});
 
 // Phase 2: writes snap's file and index into tmp_dir (the step's .tmp folder); throws naming the file.
 ShardIndex write_shard(CheckpointSnapshot& snap, const std::string& tmp_dir, const CheckpointFaults& faults);

@@ -267,10 +267,14 @@ CheckpointContext checkpoint_context(const TrainLoop& L, const LRSchedule& sched
     return c;
 }
 
-// what a checkpoint carries beside the model and the optimizer: the loss scaler in use
+// what a checkpoint carries beside the model and the optimizer: the loss scaler in use, and the state of every
+// hook that keeps some outside the flat buffer (checkpoint_state.hpp: chapter 08's balance bias)
 CheckpointExtras checkpoint_extras(const TrainLoop& L) {
     CheckpointExtras x;
     x.scaler = L.trainer.scaler;
+    for (StepHooks* h : L.trainer.hooks)
+        if (auto* s = dynamic_cast<CheckpointedState*>(h))
+            for (StateTensor& t : s->checkpoint_state(L.trainer.model.layout())) x.state.push_back(t);
     return x;
 }
 
@@ -291,6 +295,7 @@ int64_t resume_from_checkpoint(TrainLoop& L, const CheckpointContext& ctx, const
         if (extras.scaler && j.value("loss_scaler", nlohmann::json()).is_object())
             notes += strfmt("; loss scale %g (steps skipped so far: %ld)", extras.scaler->scale(),
                             (long)extras.scaler->skipped());
+        if (!extras.state.empty()) notes += strfmt("; %zu state tensors of the hooks", extras.state.size());
         if (j["lr_schedule"]["total"].get<int64_t>() != ctx.lr.total)
             notes += strfmt("; note: it was saved by a run of --steps %ld, this one's LR schedule ends at %ld",
                             (long)j["lr_schedule"]["total"].get<int64_t>(), (long)ctx.lr.total);
@@ -331,7 +336,7 @@ StepResult train_steps(TrainLoop& L, const Dataset& val) {
     if (unscale.installed) L.trainer.scaler = &scaler;
     StragglerWatch stragglers(L.world);
     // --resume and --save (checkpoint_load.hpp, checkpoint_save.hpp): the state saved is the model's, the
-    // optimizer's and the loss scaler's; the data position and the LR follow from the step
+    // optimizer's, the loss scaler's and the hooks'; the data position and the LR follow from the step
     const CheckpointContext ckpt_ctx = checkpoint_context(L, schedule);
     const GridShape shape{(int)cfg.dp, (int)cfg.pp, (int)cfg.cp, (int)cfg.tp, (int)cfg.ep};
     const GridCoords coords = shape.ranks() == world_size() ? grid_coords(shape, world_rank()) : GridCoords{};

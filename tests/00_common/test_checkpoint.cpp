@@ -73,7 +73,7 @@ Trace train(Run& r, const Dataset& data, int64_t first, int64_t last, const std:
     const LRSchedule lr{2e-3f, 1e-3f, 2, 10};
     Trace t;
     Checkpointer ck(CheckpointOptions{dir, save_at, 24, keep, async}, *r.model, *r.optim, context(r, lr),
-                    GridCoords{}, nullptr, CheckpointExtras{scaler});
+                    GridCoords{}, nullptr, CheckpointExtras{scaler, {}});
     Trainer trainer{*r.model, *r.optim};
     trainer.scaler = scaler;
     for (int64_t s = first; s < last; s++) {
@@ -142,7 +142,7 @@ TEST_CASE("checkpoint: save at step 5, resume, steps 6-10 equal the uninterrupte
         REQUIRE(fs::exists(fs::path(dir) / "step_000005" / "metadata.json"));
         Run b = make_run(c, precision);
         CHECK(load_checkpoint((fs::path(dir) / "step_000005").string(), *b.model, *b.optim,
-                              context(b, LRSchedule{2e-3f, 1e-3f, 2, 10}), CheckpointExtras{fp16 ? &sb : nullptr}) == 5);
+                              context(b, LRSchedule{2e-3f, 1e-3f, 2, 10}), CheckpointExtras{fp16 ? &sb : nullptr, {}}) == 5);
         CHECK(b.optim->step_count == 5);
         if (fp16) {  // the scale step 6 runs with: grown twice (after steps 2 and 4), one clean step since
             CHECK(sb.scale() == full.scale[5]);
