@@ -204,6 +204,9 @@ int64_t load_checkpoint(const std::string& step_dir, Model& model, AdamW& optim,
     // a hook's state tensors (checkpoint_state.hpp): every element must be in the checkpoint (read_run says
     // which tensor is not)
     for (const StateTensor& st : extras.state) {
+        CHECK(ck.metadata().at("tensors").contains(st.where.name), "--resume %s: the checkpoint holds no %s, state "
+              "this run keeps outside the model (a run with other flags saved it: another --moe-balance?)",
+              step_dir.c_str(), st.where.name.c_str());
         std::vector<float> host((size_t)st.where.numel(), 0.0f);
         ck.read_run(st.where, PieceKind::state, 0, st.where.numel(), host.data());
         store_params(Tensor::from_host(host, {st.where.numel()}, Device::cpu), *st.values);

@@ -6,7 +6,8 @@
 #   2. --moe-balance bias (DeepSeek-V3's per-expert bias, state outside the flat buffer and the optimizer): the
 #      bias of each MoE layer is in the checkpoint (the balance hook hands it over: common/checkpoint_state.hpp),
 #      so the resumed run routes as the uninterrupted one did, bitwise (a resume that restarts the bias from
-#      zero differs by up to 5.9e-3 relative in steps 6-10 at this rate);
+#      zero differs by up to 5.9e-3 relative in steps 6-10 at this rate); a checkpoint without them (aux) is
+#      refused by a bias run, naming the tensor;
 #   3. resharding: that bias checkpoint resumed at ep 1 on one rank (the same global batch of 4 sequences):
 #      each expert's slices and the bias read by name, steps 6-10 within rtol 1e-5.
 # `make test CH=08` runs it.   bash tests/08_expert_parallel/checkpoint_test.sh   (BIN, MPIRUN as make sets them)
@@ -26,6 +27,9 @@ ckpt_run "ep 2 x dp 4, aux: resumed from step 5" 400 "${ep[@]}" --resume "$TMP/a
 ckpt_grep "the resumed line names the saving layout, ep included" "saved by 4 ranks (dp 4 pp 1 cp 1 tp 1 ep 2)"
 ckpt_compare "ep 2 x dp 4, aux: resumed steps 6-10 equal the uninterrupted run's" "$TMP/aux.jsonl" "$TMP/aux_res.jsonl" \
     bitwise
+expect_fail "an aux checkpoint resumed with --moe-balance bias: the biases it lacks are named" 120 \
+    "holds no model.layers.0.block_sparse_moe.gate.e_score_correction_bias" "${ep[@]}" --moe-balance bias \
+    --resume "$TMP/aux/step_000005"
 
 bias=(--moe-balance bias --moe-bias-rate 0.01)
 ckpt_run "ep 2 x dp 4, bias: 10 steps, saved at 5" 400 "${ep[@]}" "${bias[@]}" --save "$TMP/bias" --save-every 5 \
