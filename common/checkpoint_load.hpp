@@ -15,8 +15,9 @@
 // global shape that differs), another data stream (global batch, seq, seed, data), a shard file missing
 // or of another size (truncated), a piece whose CRC-32 differs (corrupted). A piece's CRC is checked the
 // first time a rank reads it.
-// Playbook: seed 003 (resharding metadata). Test: tests/00_common/test_checkpoint.cpp; the multi-rank
-// layouts in tests/02_data_parallel, 03_zero, 04_tensor_parallel, 06_context_parallel, 07_pipeline_parallel.
+// Playbook: seed 003 (resharding metadata). Test: tests/00_common/test_checkpoint.cpp; the programs in
+// tests/01_single_gpu (fp16), 02_data_parallel, 03_zero, 04_tensor_parallel, 06_context_parallel,
+// 07_pipeline_parallel, 08_expert_parallel (the MoE bias): each one's checkpoint_test.sh.
 #pragma once
 #include <memory>
 #include <string>
