@@ -58,6 +58,26 @@ ExpertLoad ExpertBalanceHooks::collect() {
     return load;
 }
 
+std::vector<StateTensor> ExpertBalanceHooks::checkpoint_state(const ParamLayout& layout) {
+    std::vector<StateTensor> out;
+    const LlamaConfig& c = moe_.config();
+    if (moe_.options().balance != MoeBalance::bias) return out;
+    const std::string& router = moe_.router_role();  // "...gate.weight"
+    for (int64_t i = 0; i < c.n_layers; i++) {
+        if (!c.moe.moe_layer(i)) continue;
+        const int t = layout.find_in_unit(layout.layer_unit(i), router);
+        if (t < 0) continue;  // a layer of another pipeline stage
+        StateTensor s{layout.tensors[t], &moe_.bias(i)};  // the router's parallelism: replicated but over pp
+        const std::string role = router.substr(0, router.size() - 6) + "e_score_correction_bias";
+        s.where.name = "model.layers." + std::to_string(i) + "." + role;
+        s.where.role = role;
+        s.where.shape = s.where.full_shape = {c.moe.experts};
+        s.where.row0 = s.where.col0 = 0;
+        out.push_back(s);
+    }
+    return out;
+}
+
 void ExpertBalanceHooks::after_update() {
     load_ = collect();
     const LlamaConfig& c = moe_.config();

@@ -11,10 +11,13 @@
 // and reports, per step: the load histogram (routed choices per expert, all MoE layers), the copies the
 // capacity dropped, MaxVio = max_e load_e / mean load - 1 (the paper's imbalance measure, averaged over the
 // layers; 0 when perfectly balanced) and the mean balance score B_s of router.hpp (1 when balanced).
+// The bias is training state outside the flat buffer and the optimizer: the hook hands it to the checkpoint
+// (common/checkpoint_state.hpp), so a resumed bias run continues bit-exactly.
 // Test: `make test CH=08` (tests/08_expert_parallel/test_ep.cpp).
 #pragma once
 #include <vector>
 
+#include "../common/checkpoint_state.hpp"
 #include "../common/training_step.hpp"
 #include "moe_layer.hpp"
 
@@ -32,7 +35,7 @@ struct ExpertLoad {
 // MaxVio of one layer's loads (0 for no load)
 double max_violation(const std::vector<double>& load);
 
-class ExpertBalanceHooks : public StepHooks {
+class ExpertBalanceHooks : public StepHooks, public CheckpointedState {
    public:
     // batch: the group whose ranks hold different tokens of the global batch (the BatchPlan's batch_group;
     // nullptr: this rank holds them all)
@@ -40,6 +43,10 @@ class ExpertBalanceHooks : public StepHooks {
     void begin_step() override { moe_.reset_stats(); }
     void after_update() override;  // sums the step's counts over the batch group; the bias update
     const ExpertLoad& last_step() const { return load_; }
+    // --moe-balance bias: each MoE layer's (E) bias this stage holds, named as DeepSeek-V3's checkpoints name
+    // it ("model.layers.1.block_sparse_moe.gate.e_score_correction_bias"), replicated like the router (every
+    // rank updates it alike), so the router's owner writes it; nothing with another balance
+    std::vector<StateTensor> checkpoint_state(const ParamLayout& layout) override;
     // the load of what was recorded since the last reset, summed over the batch group (collective)
     ExpertLoad collect();
 

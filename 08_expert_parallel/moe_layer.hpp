@@ -72,6 +72,7 @@ class MoeLayer : public MlpCore {
     // the HF name inside a layer of expert j's matrix ("block_sparse_moe.experts.3.w1.weight")
     std::string expert_role(int64_t j, const std::string& matrix) const;
     const SwiGLUNames& expert_names() const { return names_; }
+    const std::string& router_role() const { return router_.role(); }  // "block_sparse_moe.gate.weight"
 
     // the balancing bias of each layer ((E) f32; undefined for a dense layer or without --moe-balance bias)
     Tensor& bias(int64_t layer) { return bias_.at(layer); }

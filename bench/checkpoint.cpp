@@ -6,7 +6,9 @@
 //
 // 1. sync: the stall is the whole save — the host copy (snapshot), the shard write with its CRC-32 and fsync,
 //    the commit (metadata, renames, `latest`);
-// 2. async (--save-async): the stall is the host copy only; the write runs on AsyncShardWriter's thread;
+// 2. async (--save-async): the stall is the host copy only; the write runs on AsyncShardWriter's thread, and
+//    the training steps that overlap it are slower (the write shares the cores, the memory bus and the page
+//    cache): a few steps are timed alone, then while the writer is busy, and the difference printed;
 // 3. load: checkpoint_load's path (read, CRC check, scatter into the flat buffer and the optimizer), which a
 //    resume in another layout takes too.
 // Then √(2δM) for both stalls at Llama 3's cluster MTBF of 3.09 h (the seed's figure).
@@ -18,6 +20,7 @@
 #include "../common/checkpoint_load.hpp"
 #include "../common/checkpoint_save.hpp"
 #include "../common/config.hpp"
+#include "../common/data.hpp"
 #include "../common/metrics.hpp"
 #include "../common/runtime.hpp"
 #include "../common/training_step.hpp"
@@ -45,6 +48,20 @@ int main(int argc, char** argv) {
         std::filesystem::remove_all(dir);
         std::printf("checkpoint bench: %s, %.1fM parameters, %s, one rank, into %s\n", model_name.c_str(),
                     mc.n_params() / 1e6, model.precision().str().c_str(), dir.c_str());
+        // a few training steps of 2 sequences of 32 tokens: the step time with and without a write beside it
+        auto data = make_dataset("addition", 1337, (int32_t)mc.vocab);
+        BatchPlan plan;
+        plan.seq = 32, plan.micro_batch = 2, plan.global_batch = 2;
+        int64_t step = 0;
+        auto train_step = [&] {
+            Timer st;
+            training_step(model, *optim, *data, step++, plan, 1e-4f, 1.0f);
+            return st.seconds();
+        };
+        constexpr int kSteps = 3;
+        train_step();  // the first step pays for first-touch allocations
+        double alone = 0;
+        for (int i = 0; i < kSteps; i++) alone += train_step() / kSteps;
 
         // 1. sync
         Timer t;
@@ -66,11 +83,19 @@ int main(int argc, char** argv) {
         AsyncShardWriter w;
         w.start(snapshot_state(model, *optim, GridCoords{}, 0, 2), tmp, CheckpointFaults{});
         const double stall = a.seconds();
+        double overlapped = 0;  // the steps that start while the writer is still busy
+        int n = 0;
+        for (; n < kSteps && !w.done(); n++) overlapped += train_step();
         const ShardWriteResult r = w.wait();
         commit_checkpoint(dir, 2, run_metadata(ctx, 2, 1, 1), r.error, nullptr, 0, mc.n_params());
         const double async_total = a.seconds();
         std::printf("  async save: stall %7.3f s (the host copy; written in the background in %.3f s, %.1f MB/s; "
-                    "total %.3f s)\n", stall, r.seconds, mb / std::max(r.seconds, 1e-9), async_total);
+                    "committed %.3f s after the save began)\n", stall, r.seconds, mb / std::max(r.seconds, 1e-9), async_total);
+        if (n > 0)
+            std::printf("  steps during the background write: %d of %.3f s, alone %.3f s: %+.0f%% each (the write "
+                        "shares the cores and the memory)\n", n, overlapped / n, alone, 100 * (overlapped / n / alone - 1));
+        else
+            std::printf("  steps during the background write: none (the write ended within the stall)\n");
 
         // 3. load
         Model fresh(mc, Device::cpu, 1, o);

@@ -40,6 +40,7 @@ const char* piece_kind_name(PieceKind k) {
         case PieceKind::master: return "master";
         case PieceKind::m: return "m";
         case PieceKind::v: return "v";
+        case PieceKind::state: return "state";
     }
     return "?";
 }
@@ -59,9 +60,9 @@ CheckpointPiece piece_from_json(const nlohmann::json& j, const std::string& wher
         bool known = false;
         for (int k = 0; k < kPieceKinds; k++)
             if (kind == piece_kind_name((PieceKind)k)) p.kind = (PieceKind)k, known = true;
-        CHECK(known, "kind \"%s\" is not param, master, m or v", kind.c_str());
-        CHECK(dt == "f32" || dt == "bf16", "dtype \"%s\" is not f32 or bf16", dt.c_str());
-        p.dtype = dt == "f32" ? DType::f32 : DType::bf16;
+        CHECK(known, "kind \"%s\" is not param, master, m, v or state", kind.c_str());
+        CHECK(dt == "f32" || dt == "bf16" || dt == "f16", "dtype \"%s\" is not f32, bf16 or f16", dt.c_str());
+        p.dtype = dt == "f32" ? DType::f32 : dt == "bf16" ? DType::bf16 : DType::f16;
         p.row0 = j.at("row0").get<int64_t>(), p.col0 = j.at("col0").get<int64_t>();
         p.rows = j.at("rows").get<int64_t>(), p.cols = j.at("cols").get<int64_t>();
         p.begin = j.at("begin").get<int64_t>(), p.count = j.at("count").get<int64_t>();
@@ -170,6 +171,10 @@ std::string resolve_resume_dir(const std::string& resume, const std::string& sav
         CHECK(!name.empty(), "--resume %s: %s/latest is empty", resume.c_str(), dir.c_str());
         dir = (fs::path(dir) / name).string();
     }
+    // a crash while the step `latest` names was saved again (a resumed run) can leave it renamed aside,
+    // the new one not yet renamed in (commit_checkpoint): the aside copy is that complete checkpoint
+    if (!fs::exists(fs::path(dir) / "metadata.json", ec) && fs::exists(fs::path(dir + ".old") / "metadata.json", ec))
+        dir += ".old";
     CHECK(fs::exists(fs::path(dir) / "metadata.json", ec),
           "--resume %s: %s holds no metadata.json (a step folder, a --save folder with a `latest` file, or "
           "`latest` with --save are accepted)%s",

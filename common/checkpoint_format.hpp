@@ -7,16 +7,20 @@
 //                                   step, data position, RNG, LR schedule, optimizer scalars
 //   DIR/step_000005/rank_00003.bin  rank 3's pieces, back to back: raw little-endian values, no header
 //   DIR/step_000005.tmp/            a save in progress (a crash leaves it; the next save removes it)
+//   DIR/step_000005.old/            the previous save of the same step while it is replaced (a resumed run
+//                                   saving again a step it had saved): removed once `latest` is written
 //
 // A piece is a run of elements of ONE tensor as one rank holds it: the rank's block of the global tensor
 // (rows [row0, row0 + rows) × cols [col0, col0 + cols) of the full matrix: its tp shard, or all of it) and
 // the run [begin, begin + count) of that block's row-major elements (a ZeRO shard holds a run of a block).
 // Every element therefore has a global (row, col), whatever the layout, and a loader with another layout
 // reads the pieces that cover the elements it needs (checkpoint_load.hpp): resharding is index arithmetic.
-// Kinds: "param" (the weights, in the parameter dtype), "master" (fp32 master), "m", "v" (AdamW's moments).
+// Kinds: "param" (the weights, in the parameter dtype: f32, bf16 or f16), "master" (fp32 master), "m", "v"
+// (AdamW's moments), "state" (f32 training state a hook keeps outside the model and the optimizer, named
+// like a parameter: chapter 08's balance bias; checkpoint_state.hpp).
 // Of the ranks holding the same values exactly one writes them (counts_in_grad_norm's rule), so the folder
 // holds each value once: 4 + 4 + 4 = 12 bytes a parameter in fp32 without master, 2 + 4 + 4 + 4 = 14 with
-// bf16 weights and an fp32 master (seed 003; docs/CHECKPOINTS.md).
+// bf16 or f16 weights and an fp32 master (seed 003; docs/CHECKPOINTS.md).
 //
 // Playbook: "5D parallelism in a nutshell" / seed 003 (checkpoint size, resharding metadata).
 // Test: `build/bin/tests_00 -tc='*checkpoint*'` (make test CH=00).
@@ -36,14 +40,14 @@ namespace penta {
 // buffer equals feeding it in parts.
 uint32_t crc32_update(uint32_t crc, const void* data, size_t n);
 
-enum class PieceKind : uint8_t { param, master, m, v };
-constexpr int kPieceKinds = 4;
-const char* piece_kind_name(PieceKind k);  // "param", "master", "m", "v"
+enum class PieceKind : uint8_t { param, master, m, v, state };
+constexpr int kPieceKinds = 5;
+const char* piece_kind_name(PieceKind k);  // "param", "master", "m", "v", "state"
 
 struct CheckpointPiece {
     std::string tensor;  // Hugging Face name
     PieceKind kind = PieceKind::param;
-    DType dtype = DType::f32;            // as stored: f32, or bf16 for bf16 weights
+    DType dtype = DType::f32;            // as stored: f32, or the weights' bf16 / f16
     int64_t row0 = 0, col0 = 0, rows = 0, cols = 0;  // the rank's block of the global tensor (a vector: cols 1)
     int64_t begin = 0, count = 0;        // the run of the block's row-major elements
     uint64_t offset = 0;                 // bytes into the rank's shard file
@@ -95,7 +99,9 @@ struct CheckpointFaults {
 int64_t parse_save_every(const std::string& v);
 
 // The step folder --resume names: "latest" (then `save_dir`'s latest), a folder with a `latest` file (the
-// step it names), or a step folder (with metadata.json). Throws naming the flag, the path and what is missing.
+// step it names), or a step folder (with metadata.json; when it has none and its `.old` twin has, the twin:
+// a re-save of that step interrupted between its two renames). Throws naming the flag, the path and what
+// is missing.
 std::string resolve_resume_dir(const std::string& resume, const std::string& save_dir);
 
 }  // namespace penta

@@ -160,7 +160,8 @@ void CheckpointReader::read_run(const ParamTensor& t, PieceKind k, int64_t begin
                 std::memcpy(dst, src, (size_t)(o_hi - o_lo) * 4);
             } else {
                 const uint16_t* h = (const uint16_t*)src;
-                for (int64_t i = 0; i < o_hi - o_lo; i++) dst[i] = bf16_to_f32(h[i]);
+                const bool bf16 = p.dtype == DType::bf16;
+                for (int64_t i = 0; i < o_hi - o_lo; i++) dst[i] = bf16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
             }
             if (g < full_rows) covered += o_hi - o_lo;
         }
@@ -172,14 +173,19 @@ void CheckpointReader::read_run(const ParamTensor& t, PieceKind k, int64_t begin
           covered > needed ? ": pieces overlap" : "");
 }
 
-int64_t load_checkpoint(const std::string& step_dir, Model& model, AdamW& optim, const CheckpointContext& ctx) {
+int64_t load_checkpoint(const std::string& step_dir, Model& model, AdamW& optim, const CheckpointContext& ctx,
+                        const CheckpointExtras& extras) {
     CheckpointReader ck(step_dir);
     ck.check_compatible(ctx);
     const ParamLayout& L = model.layout();
     const bool aliased = optim.param.defined() && model.params().defined() && optim.param.buf == model.params().buf;
+    // the weights' exact values: a run without a master saved by one with a master (bf16 or f16 weights ->
+    // fp32) takes the master, not its rounded copy; otherwise the weights as saved, converted to this run's dtype
+    const PieceKind weights = !optim.master.defined() && ck.has_kind(PieceKind::master) ? PieceKind::master
+                                                                                       : PieceKind::param;
     if (model.params().defined()) {
         std::vector<float> host((size_t)model.n_params(), 0.0f);
-        for (const ParamTensor& t : L.tensors) ck.read_run(t, PieceKind::param, 0, t.numel(), host.data() + t.offset);
+        for (const ParamTensor& t : L.tensors) ck.read_run(t, weights, 0, t.numel(), host.data() + t.offset);
         store_params(Tensor::from_host(host, {model.n_params()}, Device::cpu), model.params());
     }
     // the optimizer's buffers over its ranges (elements outside every range stay zero)
@@ -189,12 +195,27 @@ int64_t load_checkpoint(const std::string& step_dir, Model& model, AdamW& optim,
             if (r.count > 0) ck.read_run(L.find(r.name), k, r.name_offset, r.count, host.data() + r.offset);
         store_params(Tensor::from_host(host, {dst.numel()}, Device::cpu), dst);
     };
-    if (optim.param.defined() && !aliased) fill(optim.param, PieceKind::param);  // ZeRO-3's shard
+    if (optim.param.defined() && !aliased) fill(optim.param, weights);  // ZeRO-3's shard
     // a master from the master pieces; saved without one (f32 weights), the weights are the master
     if (optim.master.defined()) fill(optim.master, ck.has_kind(PieceKind::master) ? PieceKind::master : PieceKind::param);
     fill(optim.m, PieceKind::m);
     fill(optim.v, PieceKind::v);
     optim.step_count = ck.metadata().at("optimizer").at("step_count").get<int>();
+    // a hook's state tensors (checkpoint_state.hpp): every element must be in the checkpoint (read_run says
+    // which tensor is not)
+    for (const StateTensor& st : extras.state) {
+        CHECK(ck.metadata().at("tensors").contains(st.where.name), "--resume %s: the checkpoint holds no %s, state "
+              "this run keeps outside the model (a run with other flags saved it: another --moe-balance?)",
+              step_dir.c_str(), st.where.name.c_str());
+        std::vector<float> host((size_t)st.where.numel(), 0.0f);
+        ck.read_run(st.where, PieceKind::state, 0, st.where.numel(), host.data());
+        store_params(Tensor::from_host(host, {st.where.numel()}, Device::cpu), *st.values);
+    }
+    // fp16's loss scaler where both runs have one; a checkpoint without one (another precision) leaves it fresh
+    const nlohmann::json& ls = ck.metadata().value("loss_scaler", nlohmann::json());
+    if (extras.scaler && ls.is_object())
+        extras.scaler->restore(ls.at("scale").get<float>(), ls.at("clean_steps").get<int64_t>(),
+                               ls.at("skipped").get<int64_t>());
     return ck.step();
 }
 

@@ -15,8 +15,9 @@
 // global shape that differs), another data stream (global batch, seq, seed, data), a shard file missing
 // or of another size (truncated), a piece whose CRC-32 differs (corrupted). A piece's CRC is checked the
 // first time a rank reads it.
-// Playbook: seed 003 (resharding metadata). Test: tests/00_common/test_checkpoint.cpp; the multi-rank
-// layouts in tests/02_data_parallel, 03_zero, 04_tensor_parallel, 06_context_parallel, 07_pipeline_parallel.
+// Playbook: seed 003 (resharding metadata). Test: tests/00_common/test_checkpoint.cpp; the programs in
+// tests/01_single_gpu (fp16), 02_data_parallel, 03_zero, 04_tensor_parallel, 06_context_parallel,
+// 07_pipeline_parallel, 08_expert_parallel (the MoE bias): each one's checkpoint_test.sh.
 #pragma once
 #include <memory>
 #include <string>
@@ -58,8 +59,13 @@ class CheckpointReader {
 };
 
 // Fills model (its flat buffer, when it has one) and optim (its weights when they are not the model's
-// buffer: ZeRO-3; the fp32 master; m, v; the step count) from dir, after check_compatible. Returns the step
-// the checkpoint was taken after. Every rank calls it; it communicates nothing.
-int64_t load_checkpoint(const std::string& step_dir, Model& model, AdamW& optim, const CheckpointContext& ctx);
+// buffer: ZeRO-3; the fp32 master; m, v; the step count) from dir, after check_compatible, and extras (the
+// hooks' state tensors; the loss scaler when the checkpoint has one). Returns the step the checkpoint was
+// taken after. Every rank calls it; it communicates nothing.
+// Another precision policy than the saving run's is a precision change, allowed: the weights are converted to
+// this run's dtype (from the fp32 master when the checkpoint has one and this run keeps none; a master from
+// the master, or from the weights when the checkpoint has none), and the moments are fp32 in every policy.
+int64_t load_checkpoint(const std::string& step_dir, Model& model, AdamW& optim, const CheckpointContext& ctx,
+                        const CheckpointExtras& extras = {});
 
 }  // namespace penta

@@ -21,7 +21,8 @@ namespace penta {
 
 namespace fs = std::filesystem;
 
-nlohmann::json run_metadata(const CheckpointContext& c, int64_t step, int optimizer_steps, int world_size) {
+nlohmann::json run_metadata(const CheckpointContext& c, int64_t step, int optimizer_steps, int world_size,
+                            const LossScaler* scaler) {
     const LlamaConfig& m = c.model;
     nlohmann::json j;
     j["format"] = kCheckpointFormat;
@@ -44,6 +45,11 @@ nlohmann::json run_metadata(const CheckpointContext& c, int64_t step, int optimi
                         {"total", c.lr.total}, {"next_lr", c.lr.at(step + 1)}};
     j["optimizer"] = {{"name", "adamw"},         {"step_count", optimizer_steps}, {"beta1", c.adamw.beta1},
                       {"beta2", c.adamw.beta2}, {"eps", c.adamw.eps},            {"weight_decay", c.adamw.weight_decay}};
+    // fp16's dynamic loss scale is state too: a resume that restarted it at 2^16 would redo the back-offs
+    j["loss_scaler"] = nullptr;
+    if (scaler)
+        j["loss_scaler"] = {{"scale", scaler->scale()}, {"clean_steps", scaler->clean_steps()},
+                            {"skipped", scaler->skipped()}};
     return j;
 }
 
@@ -59,8 +65,8 @@ void set_block(CheckpointPiece& p, const ParamTensor& t) {
 }
 
 DType stored_dtype(DType d, const char* what) {
-    CHECK(d == DType::f32 || d == DType::bf16, "checkpoint: %s in %s cannot be saved (f32 or bf16 only)", what,
-          dtype_name(d));
+    CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f16, "checkpoint: %s in %s cannot be saved (f32, bf16 "
+          "or f16 only)", what, dtype_name(d));
     return d;
 }
 
@@ -74,9 +80,10 @@ void add_piece(CheckpointSnapshot& s, CheckpointPiece p, const std::vector<float
     char* out = s.bytes.data() + p.offset;
     if (d == DType::f32) {
         std::memcpy(out, host.data() + first, (size_t)n * 4);
-    } else {
+    } else {  // exact both ways: the values were bf16 or f16 before to_host widened them
         uint16_t* o = (uint16_t*)out;
-        for (int64_t i = 0; i < n; i++) o[i] = f32_to_bf16(host[(size_t)(first + i)]);  // exact: they were bf16
+        for (int64_t i = 0; i < n; i++)
+            o[i] = d == DType::bf16 ? f32_to_bf16(host[(size_t)(first + i)]) : f32_to_f16(host[(size_t)(first + i)]);
     }
     s.pieces.push_back(std::move(p));
 }
@@ -84,7 +91,7 @@ void add_piece(CheckpointSnapshot& s, CheckpointPiece p, const std::vector<float
 }  // namespace
 
 CheckpointSnapshot snapshot_state(Model& model, const AdamW& optim, const GridCoords& coords, int rank,
-                                  int64_t step) {
+                                  int64_t step, const std::vector<StateTensor>& state) {
     CheckpointSnapshot s;
     s.step = step;
     s.rank = rank;
@@ -133,6 +140,15 @@ CheckpointSnapshot snapshot_state(Model& model, const AdamW& optim, const GridCo
             p.begin = r.name_offset;
             add_piece(s, p, host, r.offset, r.count, d);
         }
+    }
+    // a hook's state, by the same owner rule as a parameter replicated alike
+    for (const StateTensor& st : state) {
+        s.tensors[st.where.name] = st.where.full_shape;
+        if (!counts_in_grad_norm(st.where, coords)) continue;
+        CheckpointPiece p;
+        set_block(p, st.where);
+        p.kind = PieceKind::state;
+        add_piece(s, p, st.values->to_host(), 0, st.where.numel(), DType::f32);
     }
     return s;
 }
@@ -205,16 +221,21 @@ std::string prepare_step_dir(const std::string& save_dir, int64_t step, Comm* wo
 }
 
 namespace {
-// drops the oldest complete step folders beyond keep (0: keep all)
-void prune(const std::string& save_dir, int64_t keep) {
+// --keep K (0: keep all): keeps the step just committed and the K - 1 complete ones before it. Step folders
+// after it belong to a future this run abandoned (it resumed from an earlier step): they go, since counting
+// them among the K newest would delete the step `latest` names.
+void prune(const std::string& save_dir, int64_t committed, int64_t keep) {
     if (keep <= 0) return;
-    std::vector<std::string> steps;
+    std::vector<int64_t> older;
     for (const auto& e : fs::directory_iterator(save_dir)) {
         const std::string n = e.path().filename().string();
-        if (e.is_directory() && n.rfind("step_", 0) == 0 && n.find('.') == std::string::npos) steps.push_back(n);
+        if (!e.is_directory() || n.rfind("step_", 0) != 0 || n.find('.') != std::string::npos) continue;
+        const int64_t step = std::atoll(n.c_str() + 5);
+        if (step > committed) fs::remove_all(e.path());
+        else if (step < committed) older.push_back(step);
     }
-    std::sort(steps.begin(), steps.end());  // zero-padded: lexical = numerical
-    for (size_t i = 0; i + keep < steps.size(); i++) fs::remove_all(fs::path(save_dir) / steps[i]);
+    std::sort(older.begin(), older.end());
+    for (size_t i = 0; i + (keep - 1) < older.size(); i++) fs::remove_all(fs::path(save_dir) / step_dir_name(older[i]));
 }
 }  // namespace
 
@@ -259,15 +280,24 @@ SavedCheckpoint commit_checkpoint(const std::string& save_dir, int64_t step, con
     write_file_atomic((tmp / "metadata.json").string(), meta.dump(1));
     for (int r = 0; r < ranks; r++) fs::remove(tmp / shard_index_name(r));  // merged into metadata.json
     fsync_dir(tmp.string());
+    // the same step saved again (a resumed run): the old one is renamed aside, not removed, so a crash between
+    // the two renames leaves a complete copy that `latest` still finds (resolve_resume_dir takes the .old twin)
+    const fs::path aside = fs::path(save_dir) / (name + ".old");
     std::error_code ec;
-    fs::remove_all(final_dir, ec);  // the same step saved again (a resumed run)
+    if (fs::exists(final_dir, ec)) {
+        fs::remove_all(aside, ec);  // a stale aside copy (final_dir is complete)
+        fs::rename(final_dir, aside, ec);
+        CHECK(!ec, "checkpoint: renaming %s aside to %s failed: %s", final_dir.string().c_str(), aside.string().c_str(),
+              ec.message().c_str());
+    }
     fs::rename(tmp, final_dir, ec);
     CHECK(!ec, "checkpoint: renaming %s to %s failed: %s", tmp.string().c_str(), final_dir.string().c_str(),
           ec.message().c_str());
     fsync_dir(save_dir);
     write_file_atomic((fs::path(save_dir) / "latest").string(), name + "\n");  // the step is visible from here on
     fsync_dir(save_dir);
-    prune(save_dir, keep);
+    fs::remove_all(aside, ec);
+    prune(save_dir, step, keep);
     return out;
 }
 
@@ -276,9 +306,9 @@ double optimal_checkpoint_interval(double save_seconds, double mtbf_seconds) {
 }
 
 Checkpointer::Checkpointer(CheckpointOptions opt, Model& model, AdamW& optim, CheckpointContext ctx,
-                           GridCoords coords, Comm* world)
+                           GridCoords coords, Comm* world, CheckpointExtras extras)
     : opt_(std::move(opt)), model_(model), optim_(optim), ctx_(std::move(ctx)), coords_(coords), world_(world),
-      every_(opt_.every) {}
+      extras_(std::move(extras)), every_(opt_.every) {}
 
 Checkpointer::~Checkpointer() = default;
 
@@ -300,8 +330,8 @@ void Checkpointer::save(int64_t step) {
     if (pending_step_ > 0) commit_pending();  // the next save waits for the previous one
     Timer timer;
     const std::string tmp = prepare_step_dir(opt_.dir, step, world_);
-    CheckpointSnapshot snap = snapshot_state(model_, optim_, coords_, world_rank(), step);
-    const nlohmann::json meta = run_metadata(ctx_, step, optim_.step_count, world_ ? world_->size() : 1);
+    CheckpointSnapshot snap = snapshot_state(model_, optim_, coords_, world_rank(), step, extras_.state);
+    const nlohmann::json meta = run_metadata(ctx_, step, optim_.step_count, world_ ? world_->size() : 1, extras_.scaler);
     const CheckpointFaults faults = CheckpointFaults::from_env(step);
     if (opt_.async) {
         if (!writer_) writer_ = std::make_unique<AsyncShardWriter>();

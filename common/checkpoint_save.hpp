@@ -4,15 +4,18 @@
 //
 // The three phases of one save (checkpoint_format.hpp has the files):
 //   1. snapshot   the rank's pieces copied to host memory: the weights (the flat buffer's tensors, or a
-//                 ZeRO-3 shard's ranges), the fp32 master, AdamW's m and v, of the elements this rank is
-//                 the one owner of (counts_in_grad_norm: coordinate 0 of every replicating axis);
+//                 ZeRO-3 shard's ranges), the fp32 master, AdamW's m and v, a hook's state tensors
+//                 (checkpoint_state.hpp), of the elements this rank is the one owner of
+//                 (counts_in_grad_norm: coordinate 0 of every replicating axis); the loss scaler's state
+//                 goes into the metadata;
 //   2. write      step_X.tmp/rank_K.bin (each piece's CRC-32 computed as written), fsync, rename; its
 //                 index rank_K.json likewise. Synchronous, or on checkpoint_async.hpp's thread;
 //   3. commit     every rank says whether its write succeeded (one reduction over the world); on success
-//                 rank 0 merges the indexes into metadata.json, renames step_X.tmp to step_X, points
-//                 `latest` at it (tmp + fsync + rename), and drops the oldest beyond --keep. A crash before
-//                 the last rename leaves `latest` at the previous complete checkpoint; a failed write (a full
-//                 disk) removes the .tmp folder and stops the run naming the rank and the file.
+//                 rank 0 merges the indexes into metadata.json, renames step_X.tmp to step_X (an older
+//                 step_X, saved before a resume, renamed aside first), points `latest` at it (tmp + fsync +
+//                 rename), and drops the oldest beyond --keep. A crash before the last rename leaves
+//                 `latest` at the previous complete checkpoint; a failed write (a full disk) removes the .tmp
+//                 folder and stops the run naming the rank and the file.
 //
 // Playbook: seed 003 (checkpoint interval √(2δM), 12–14 bytes a parameter); ARCHITECTURE.md §4 (what each
 // tensor knows). Run: `build/bin/01_single_gpu --steps 10 --save /tmp/ck --save-every 5` (docs/CHECKPOINTS.md).
@@ -24,8 +27,10 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint_format.hpp"
+#include "checkpoint_state.hpp"
 #include "comm.hpp"
 #include "grid.hpp"
+#include "loss_scaler.hpp"
 #include "model.hpp"
 #include "optim.hpp"
 
@@ -44,8 +49,16 @@ struct CheckpointContext {
     LRSchedule lr;
     AdamWConfig adamw;
 };
-// metadata.json's run part: format, model, precision, layout, data position, rng, lr schedule, optimizer
-nlohmann::json run_metadata(const CheckpointContext& c, int64_t step, int optimizer_steps, int world_size);
+// What a save writes and a resume restores beside the model and the optimizer: fp16's loss scaler (scale,
+// clean steps, skipped steps: in metadata.json) and the state tensors of the layout's hooks.
+struct CheckpointExtras {
+    LossScaler* scaler = nullptr;    // nullptr: no loss scaling
+    std::vector<StateTensor> state;  // checkpoint_state.hpp
+};
+// metadata.json's run part: format, model, precision, layout, data position, rng, lr schedule, optimizer,
+// the loss scaler's state (null without one)
+nlohmann::json run_metadata(const CheckpointContext& c, int64_t step, int optimizer_steps, int world_size,
+                            const LossScaler* scaler = nullptr);
 
 // Phase 1: one rank's pieces and their bytes (file order), on the host.
 struct CheckpointSnapshot {
@@ -57,7 +70,7 @@ struct CheckpointSnapshot {
     std::vector<char> bytes;
 };
 CheckpointSnapshot snapshot_state(Model& model, const AdamW& optim, const GridCoords& coords, int rank,
-                                  int64_t step);
+                                  int64_t step, const std::vector<StateTensor>& state = {});
 
 // Phase 2: writes snap's file and index into tmp_dir (the step's .tmp folder); throws naming the file.
 ShardIndex write_shard(CheckpointSnapshot& snap, const std::string& tmp_dir, const CheckpointFaults& faults);
@@ -68,7 +81,7 @@ std::string shard_index_name(int rank);
 struct SavedCheckpoint {
     std::string dir;          // the step folder
     uint64_t bytes = 0;       // all shard files together
-    uint64_t kind_bytes[kPieceKinds] = {0, 0, 0, 0};
+    uint64_t kind_bytes[kPieceKinds] = {};
     double bytes_per_param = 0;  // bytes / the FULL model's parameters
 };
 
@@ -95,7 +108,7 @@ class AsyncShardWriter;
 class Checkpointer {
    public:
     Checkpointer(CheckpointOptions opt, Model& model, AdamW& optim, CheckpointContext ctx, GridCoords coords,
-                 Comm* world);
+                 Comm* world, CheckpointExtras extras = {});
     ~Checkpointer();
     // after step `step` (1-based) took step_seconds: saves when due (every rank decides alike)
     void after_step(int64_t step, double step_seconds, bool last);
@@ -116,6 +129,7 @@ class Checkpointer {
     CheckpointContext ctx_;
     GridCoords coords_;
     Comm* world_;
+    CheckpointExtras extras_;
     int64_t every_ = 0;  // the interval in steps (auto: after the first save)
     double step_seconds_sum_ = 0;
     int64_t steps_seen_ = 0;

@@ -11,7 +11,7 @@
 //
 // training_step (training_step.hpp) runs it where the global norm is checked: the norm is one all-reduce over
 // every rank, so every rank of any layout skips the same steps. bf16 needs none: it has f32's exponent range.
-// Test: `make test CH=11` (build/bin/tests_11 -tc='*scaler*').
+// Test: `make test CH=11` (build/bin/tests_11 -tc='*scaler*'); saved and restored: tests_00 -tc='*checkpoint*fp16*'.
 #pragma once
 #include <cstdint>
 
@@ -33,6 +33,9 @@ class LossScaler {
     bool update(bool grads_finite);
     int64_t clean_steps() const { return clean_; }
     int64_t skipped() const { return skipped_; }
+    // a resumed run's scaler continues where the saved one stopped (a checkpoint's metadata carries the three:
+    // checkpoint_save.hpp); throws naming the value and the rule
+    void restore(float scale, int64_t clean_steps, int64_t skipped);
 
    private:
     LossScalerConfig cfg_;

@@ -269,26 +269,45 @@ CheckpointContext checkpoint_context(const TrainLoop& L, const LRSchedule& sched
     return c;
 }
 
+// what a checkpoint carries beside the model and the optimizer: the loss scaler in use, and the state of every
+// hook that keeps some outside the flat buffer (checkpoint_state.hpp: chapter 08's balance bias)
+CheckpointExtras checkpoint_extras(const TrainLoop& L) {
+    CheckpointExtras x;
+    x.scaler = L.trainer.scaler;
+    for (StepHooks* h : L.trainer.hooks)
+        if (auto* s = dynamic_cast<CheckpointedState*>(h))
+            for (StateTensor& t : s->checkpoint_state(L.trainer.model.layout())) x.state.push_back(t);
+    return x;
+}
+
 // --resume: every rank loads its part (resharded when the layout differs); returns the step to continue after
-int64_t resume_from_checkpoint(TrainLoop& L, const CheckpointContext& ctx) {
+int64_t resume_from_checkpoint(TrainLoop& L, const CheckpointContext& ctx, const CheckpointExtras& extras) {
     const TrainConfig& cfg = L.cfg;
     Timer timer;
     const std::string dir = resolve_resume_dir(cfg.resume, cfg.save);
-    const int64_t step = load_checkpoint(dir, L.trainer.model, L.trainer.optimizer, ctx);
+    const int64_t step = load_checkpoint(dir, L.trainer.model, L.trainer.optimizer, ctx, extras);
     CHECK(step < cfg.steps, "--resume %s: the checkpoint is of step %ld, and --steps %ld leaves nothing to train",
           cfg.resume.c_str(), (long)step, (long)cfg.steps);
     if (world_rank() == 0) {
         CheckpointReader meta(dir);  // for the report only
         const nlohmann::json& j = meta.metadata();
         const nlohmann::json& lay = j["layout"];
-        std::printf("resumed from %s: step %ld, %ld samples seen, saved by %d ranks (dp %d pp %d cp %d tp %d), loaded "
-                    "in %.3f s%s\n", dir.c_str(), (long)step, (long)j["data"]["samples_seen"].get<int64_t>(),
+        const std::string policy = j["precision"]["policy"].get<std::string>();
+        std::string notes;
+        if (extras.scaler && j.value("loss_scaler", nlohmann::json()).is_object())
+            notes += strfmt("; loss scale %g (steps skipped so far: %ld)", extras.scaler->scale(),
+                            (long)extras.scaler->skipped());
+        if (!extras.state.empty()) notes += strfmt("; %zu state tensors of the hooks", extras.state.size());
+        if (j["lr_schedule"]["total"].get<int64_t>() != ctx.lr.total)
+            notes += strfmt("; note: it was saved by a run of --steps %ld, this one's LR schedule ends at %ld",
+                            (long)j["lr_schedule"]["total"].get<int64_t>(), (long)ctx.lr.total);
+        if (policy != ctx.precision.str())  // allowed: load_checkpoint converts (checkpoint_load.hpp)
+            notes += strfmt("; note: a precision change: saved in (%s), this run is (%s)", policy.c_str(),
+                            ctx.precision.str().c_str());
+        std::printf("resumed from %s: step %ld, %ld samples seen, saved by %d ranks (dp %d pp %d cp %d tp %d ep %d), "
+                    "loaded in %.3f s%s\n", dir.c_str(), (long)step, (long)j["data"]["samples_seen"].get<int64_t>(),
                     lay["world"].get<int>(), lay["dp"].get<int>(), lay["pp"].get<int>(), lay["cp"].get<int>(),
-                    lay["tp"].get<int>(), timer.seconds(),
-                    j["lr_schedule"]["total"].get<int64_t>() != ctx.lr.total
-                        ? strfmt("; note: it was saved by a run of --steps %ld, this one's LR schedule ends at %ld",
-                                 (long)j["lr_schedule"]["total"].get<int64_t>(), (long)ctx.lr.total).c_str()
-                        : "");
+                    lay["tp"].get<int>(), lay["ep"].get<int>(), timer.seconds(), notes.c_str());
     }
     return step;
 }
@@ -318,19 +337,20 @@ StepResult train_steps(TrainLoop& L, const Dataset& val) {
     } unscale{L.trainer, L.trainer.model.precision().loss_scaling && !L.trainer.scaler};
     if (unscale.installed) L.trainer.scaler = &scaler;
     StragglerWatch stragglers(L.world);
-    // --resume and --save (checkpoint_load.hpp, checkpoint_save.hpp): the state saved is the model's and the
-    // optimizer's; the data position and the LR follow from the step
+    // --resume and --save (checkpoint_load.hpp, checkpoint_save.hpp): the state saved is the model's, the
+    // optimizer's, the loss scaler's and the hooks'; the data position and the LR follow from the step
     const CheckpointContext ckpt_ctx = checkpoint_context(L, schedule);
     const GridShape shape{(int)cfg.dp, (int)cfg.pp, (int)cfg.cp, (int)cfg.tp, (int)cfg.ep};
     const GridCoords coords = shape.ranks() == world_size() ? grid_coords(shape, world_rank()) : GridCoords{};
+    const CheckpointExtras extras = checkpoint_extras(L);
     int64_t first = 0;
-    if (!cfg.resume.empty()) first = resume_from_checkpoint(L, ckpt_ctx);
+    if (!cfg.resume.empty()) first = resume_from_checkpoint(L, ckpt_ctx, extras);
     std::unique_ptr<Checkpointer> ckpt;
     if (!cfg.save.empty()) {
         CHECK(shape.ranks() == world_size(), "--save: the layout %s is not the job's %d ranks", shape.str().c_str(),
               world_size());
         CheckpointOptions o{cfg.save, parse_save_every(cfg.save_every), cfg.mtbf_hours, cfg.keep, cfg.save_async};
-        ckpt = std::make_unique<Checkpointer>(o, L.trainer.model, L.trainer.optimizer, ckpt_ctx, coords, L.world);
+        ckpt = std::make_unique<Checkpointer>(o, L.trainer.model, L.trainer.optimizer, ckpt_ctx, coords, L.world, extras);
     }
     for (int64_t s = first; s < cfg.steps; s++) {
         inject_failure_if_due(cfg, s + 1);

@@ -1,7 +1,8 @@
 // test_checkpoint.cpp — checkpoints on one rank: the CRC, a save/resume that continues bit-exactly (f32, and
-// bf16 weights with an fp32 master: 12 and 14 bytes a parameter), the async writer's bytes equal the sync
-// ones, and every error the loader must name (missing, truncated, corrupted shard, another model, another
-// data stream, a full disk that leaves the previous checkpoint intact, a save that never finished).
+// bf16 or f16 weights with an fp32 master: 12 and 14 bytes a parameter; fp16's loss scaler restored), the
+// async writer's bytes equal the sync ones, --keep after a resume from an earlier step, a step saved again,
+// and every error the loader must name (missing, truncated, corrupted shard, another model, another data
+// stream, a full disk that leaves the previous checkpoint intact, a save that never finished).
 // The multi-rank layouts and resharding: tests/02_data_parallel/checkpoint_test.sh and the chapters above.
 //   make test CH=00      build/bin/tests_00 -tc='*checkpoint*'
 #include <unistd.h>
@@ -34,9 +35,11 @@ struct Run {
     std::unique_ptr<AdamW> optim;
 };
 
-Run make_run(const LlamaConfig& c, bool bf16) {
+// precision: "fp32", "bf16" (bf16 weights, fp32 master and GEMMs) or a --precision name ("fp16")
+Run make_run(const LlamaConfig& c, const std::string& precision = "fp32") {
     ModelOptions o;
-    if (bf16) o.precision = Precision::bf16_params();
+    if (precision == "bf16") o.precision = Precision::bf16_params();
+    else o.precision = Precision::named(precision);
     Run r;
     r.model = std::make_unique<Model>(c, Device::cpu, 7, o);
     r.optim = make_adamw(*r.model, AdamWConfig{2e-3f, 0.9f, 0.95f, 1e-8f, 0.1f});
@@ -60,20 +63,24 @@ CheckpointContext context(const Run& r, const LRSchedule& lr) {
 }
 
 struct Trace {
-    std::vector<double> loss, norm;
+    std::vector<double> loss, norm, scale;
 };
 
-// steps [first, last) of the 10-step schedule; saves after step `save_at` into dir (0: never)
+// steps [first, last) of the 10-step schedule; saves after every `save_at` steps into dir (0: never), keeping
+// `keep` checkpoints; scaler: fp16's loss scaler (saved with the checkpoint)
 Trace train(Run& r, const Dataset& data, int64_t first, int64_t last, const std::string& dir, int64_t save_at,
-            bool async = false) {
+            bool async = false, LossScaler* scaler = nullptr, int64_t keep = 0) {
     const LRSchedule lr{2e-3f, 1e-3f, 2, 10};
     Trace t;
-    Checkpointer ck(CheckpointOptions{dir, save_at, 24, 0, async}, *r.model, *r.optim, context(r, lr), GridCoords{},
-                    nullptr);
+    Checkpointer ck(CheckpointOptions{dir, save_at, 24, keep, async}, *r.model, *r.optim, context(r, lr),
+                    GridCoords{}, nullptr, CheckpointExtras{scaler, {}});
+    Trainer trainer{*r.model, *r.optim};
+    trainer.scaler = scaler;
     for (int64_t s = first; s < last; s++) {
-        StepResult res = training_step(*r.model, *r.optim, data, s, plan(), lr.at(s + 1), 1.0f);
+        StepResult res = training_step(trainer, data, s, plan(), lr.at(s + 1), 1.0f);
         t.loss.push_back(res.loss);
         t.norm.push_back(res.grad_norm);
+        t.scale.push_back(res.loss_scale);
         if (!dir.empty() && save_at > 0 && (s + 1) % save_at == 0) ck.after_step(s + 1, 0.01, false);
     }
     ck.finish();
@@ -87,8 +94,8 @@ std::string scratch(const char* name) {
     return p.string();
 }
 
-std::string load_error(const std::string& dir, const LlamaConfig& c, bool bf16 = false) {
-    Run r = make_run(c, bf16);
+std::string load_error(const std::string& dir, const LlamaConfig& c) {
+    Run r = make_run(c);
     try {
         load_checkpoint(dir, *r.model, *r.optim, context(r, LRSchedule{2e-3f, 1e-3f, 2, 10}));
     } catch (const Error& e) {
@@ -118,24 +125,36 @@ TEST_CASE("checkpoint: CRC-32 is zlib's (the check value of \"123456789\" is CBF
     CHECK(crc32_update(0, "", 0) == 0u);
 }
 
-TEST_CASE("checkpoint: save at step 5, resume, steps 6-10 equal the uninterrupted run bitwise (f32 and bf16+master)") {
-    for (bool bf16 : {false, true}) {
-        CAPTURE(bf16);
+TEST_CASE("checkpoint: save at step 5, resume, steps 6-10 equal the uninterrupted run bitwise (f32, bf16 and fp16 "
+          "with a master, fp16's loss scaler)") {
+    for (const std::string precision : {"fp32", "bf16", "fp16"}) {
+        CAPTURE(precision);
+        const bool low = precision != "fp32";
         const LlamaConfig c = tiny256();
         auto data = make_dataset("addition", 7, (int32_t)c.vocab);
-        const std::string dir = scratch(bf16 ? "bitexact_bf16" : "bitexact");
-        Run a = make_run(c, bf16);
-        const Trace full = train(a, *data, 0, 10, dir, 5);
+        const std::string dir = scratch(("bitexact_" + precision).c_str());
+        // fp16: a scaler that grows every 2 clean steps, so its scale and count at step 5 are not the fresh ones
+        const LossScalerConfig sc{65536.0f, 0.5f, 2.0f, 2};
+        LossScaler sa(sc), sb(sc);
+        const bool fp16 = precision == "fp16";
+        Run a = make_run(c, precision);
+        const Trace full = train(a, *data, 0, 10, dir, 5, false, fp16 ? &sa : nullptr);
         REQUIRE(fs::exists(fs::path(dir) / "step_000005" / "metadata.json"));
-        Run b = make_run(c, bf16);
+        Run b = make_run(c, precision);
         CHECK(load_checkpoint((fs::path(dir) / "step_000005").string(), *b.model, *b.optim,
-                              context(b, LRSchedule{2e-3f, 1e-3f, 2, 10})) == 5);
+                              context(b, LRSchedule{2e-3f, 1e-3f, 2, 10}), CheckpointExtras{fp16 ? &sb : nullptr, {}}) == 5);
         CHECK(b.optim->step_count == 5);
-        const Trace resumed = train(b, *data, 5, 10, "", 0);
+        if (fp16) {  // the scale step 6 runs with: grown twice (after steps 2 and 4), one clean step since
+            CHECK(sb.scale() == full.scale[5]);
+            CHECK(sb.scale() == 4 * sc.initial);
+            CHECK(sb.clean_steps() == 1);
+        }
+        const Trace resumed = train(b, *data, 5, 10, "", 0, false, fp16 ? &sb : nullptr);
         for (int i = 0; i < 5; i++) {
             CAPTURE(i + 6);
             CHECK(resumed.loss[i] == full.loss[i + 5]);  // bitwise: == on doubles
             CHECK(resumed.norm[i] == full.norm[i + 5]);
+            CHECK(resumed.scale[i] == full.scale[i + 5]);
         }
         // the state after step 10 too
         const std::vector<float> wa = a.model->params().to_host(), wb = b.model->params().to_host();
@@ -144,7 +163,8 @@ TEST_CASE("checkpoint: save at step 5, resume, steps 6-10 equal the uninterrupte
         // seed 003's sizes: 12 bytes a parameter (f32 weights + m + v), 14 with bf16 weights and an fp32 master
         CheckpointReader ck((fs::path(dir) / "step_000005").string());
         const double per_param = ck.metadata()["bytes_per_param"].get<double>();
-        CHECK(per_param == doctest::Approx(bf16 ? 14.0 : 12.0).epsilon(1e-12));
+        CHECK(per_param == doctest::Approx(low ? 14.0 : 12.0).epsilon(1e-12));
+        CHECK(ck.metadata()["shards"][0]["pieces"][0]["dtype"] == (fp16 ? "f16" : low ? "bf16" : "f32"));
         CHECK(ck.metadata()["data"]["samples_seen"].get<int64_t>() == 40);
         std::ifstream latest((fs::path(dir) / "latest").string());
         std::string name;
@@ -159,7 +179,7 @@ TEST_CASE("checkpoint: the async writer writes the same bytes as the synchronous
     const LlamaConfig c = tiny256();
     auto data = make_dataset("addition", 7, (int32_t)c.vocab);
     const std::string sync_dir = scratch("sync"), async_dir = scratch("async");
-    Run a = make_run(c, false), b = make_run(c, false);
+    Run a = make_run(c), b = make_run(c);
     const Trace ta = train(a, *data, 0, 4, sync_dir, 2);
     const Trace tb = train(b, *data, 0, 4, async_dir, 2, true);
     CHECK(ta.loss == tb.loss);
@@ -182,11 +202,70 @@ TEST_CASE("checkpoint: the async writer writes the same bytes as the synchronous
     fs::remove_all(async_dir);
 }
 
+TEST_CASE("checkpoint: a bf16 checkpoint resumed in fp32 takes the fp32 master, not its rounded copy") {
+    const LlamaConfig c = tiny256();
+    auto data = make_dataset("addition", 7, (int32_t)c.vocab);
+    const std::string dir = scratch("precision_change");
+    Run a = make_run(c, "bf16");
+    train(a, *data, 0, 2, dir, 2);
+    Run f = make_run(c);
+    load_checkpoint((fs::path(dir) / "step_000002").string(), *f.model, *f.optim,
+                    context(f, LRSchedule{2e-3f, 1e-3f, 2, 10}));
+    CHECK(f.model->params().to_host() == a.optim->master.to_host());
+    CHECK(f.model->params().to_host() != a.model->params().to_host());  // the bf16 weights differ from the master
+    fs::remove_all(dir);
+}
+
+std::string latest_of(const std::string& dir) {
+    std::ifstream in((fs::path(dir) / "latest").string());
+    std::string name;
+    std::getline(in, name);
+    return name;
+}
+
+TEST_CASE("checkpoint: --keep after a resume from an earlier step keeps the step `latest` names; a step saved again "
+          "replaces the old one through an aside copy") {
+    const LlamaConfig c = tiny256();
+    auto data = make_dataset("addition", 7, (int32_t)c.vocab);
+    const std::string dir = scratch("keep_resumed");
+    Run a = make_run(c);
+    train(a, *data, 0, 6, dir, 3);  // steps 3 and 6
+    // resumed from step 3, saving every 5 steps and keeping 1: step 5 is committed, and it must survive its prune
+    Run b = make_run(c);
+    load_checkpoint((fs::path(dir) / "step_000003").string(), *b.model, *b.optim,
+                    context(b, LRSchedule{2e-3f, 1e-3f, 2, 10}));
+    train(b, *data, 3, 5, dir, 5, false, nullptr, 1);
+    CHECK(latest_of(dir) == "step_000005");
+    CHECK(fs::exists(fs::path(dir) / "step_000005" / "metadata.json"));
+    CHECK(!fs::exists(fs::path(dir) / "step_000006"));  // the abandoned future
+    CHECK(!fs::exists(fs::path(dir) / "step_000003"));  // beyond --keep 1
+    CHECK(load_error((fs::path(dir) / latest_of(dir)).string(), c) == "");
+    // keep 2 counts back from the committed step: after step 10, steps 5 and 10 stay
+    train(b, *data, 5, 10, dir, 5, false, nullptr, 2);
+    CHECK(fs::exists(fs::path(dir) / "step_000005"));
+    CHECK(fs::exists(fs::path(dir) / "step_000010"));
+
+    // step 10 saved again (a run resumed from it, say): replaced, the aside copy removed after `latest` is written
+    const auto before = fs::last_write_time(fs::path(dir) / "step_000010" / "metadata.json");
+    Checkpointer again(CheckpointOptions{dir, 10, 24, 0, false}, *b.model, *b.optim,
+                       context(b, LRSchedule{2e-3f, 1e-3f, 2, 10}), GridCoords{}, nullptr);
+    again.after_step(10, 0.01, false);
+    CHECK(fs::exists(fs::path(dir) / "step_000010" / "metadata.json"));
+    CHECK(fs::last_write_time(fs::path(dir) / "step_000010" / "metadata.json") >= before);
+    CHECK(!fs::exists(fs::path(dir) / "step_000010.old"));
+    // a crash between the two renames of that re-save: the old copy aside, the new one not renamed in yet;
+    // `latest` still names step_000010, and --resume finds the aside copy
+    fs::rename(fs::path(dir) / "step_000010", fs::path(dir) / "step_000010.old");
+    CHECK(resolve_resume_dir(dir, "") == (fs::path(dir) / "step_000010.old").string());
+    CHECK(load_error(resolve_resume_dir(dir, ""), c) == "");
+    fs::remove_all(dir);
+}
+
 TEST_CASE("checkpoint: a missing, truncated or corrupted shard, another model or data stream are errors naming the file") {
     const LlamaConfig c = tiny256();
     auto data = make_dataset("addition", 7, (int32_t)c.vocab);
     const std::string dir = scratch("errors");
-    Run a = make_run(c, false);
+    Run a = make_run(c);
     train(a, *data, 0, 2, dir, 2);
     const std::string step = (fs::path(dir) / "step_000002").string(), shard = (fs::path(step) / rank_file_name(0)).string();
     CHECK(load_error(step, c) == "");  // intact: loads
@@ -196,7 +275,7 @@ TEST_CASE("checkpoint: a missing, truncated or corrupted shard, another model or
     CAPTURE(e);
     CHECK(e.find("hidden is 32 in the checkpoint (tiny)") != std::string::npos);
     {
-        Run r = make_run(c, false);
+        Run r = make_run(c);
         CheckpointContext ctx = context(r, LRSchedule{2e-3f, 1e-3f, 2, 10});
         ctx.global_batch = 16;
         CheckpointReader ck(step);
@@ -238,7 +317,7 @@ TEST_CASE("checkpoint: a full disk fails the save cleanly; `latest` and the prev
     const LlamaConfig c = tiny256();
     auto data = make_dataset("addition", 7, (int32_t)c.vocab);
     const std::string dir = scratch("full");
-    Run a = make_run(c, false);
+    Run a = make_run(c);
     train(a, *data, 0, 2, dir, 2);
     ::setenv("PENTA_CKPT_DISK_BYTES", "5000", 1);  // the next shard write runs out of space after 5000 bytes
     std::string e;

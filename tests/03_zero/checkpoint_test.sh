@@ -8,7 +8,7 @@
 set -uo pipefail
 here=$(dirname "$0")
 source "$here/../expect_fail.sh"
-source "$here/../02_data_parallel/checkpoint_testing.sh"
+source "$here/../checkpoint_testing.sh"
 expect_needs_mpi "checkpoint test (chapter 03)"
 for z in 3 1; do
     run=($MPIRUN -np 2 "$BIN/03_zero" --dp 2 --zero $z --model small --seq 16 --micro-batch 2 --steps 10 --warmup 2

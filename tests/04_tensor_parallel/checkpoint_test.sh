@@ -7,7 +7,7 @@
 set -uo pipefail
 here=$(dirname "$0")
 source "$here/../expect_fail.sh"
-source "$here/../02_data_parallel/checkpoint_testing.sh"
+source "$here/../checkpoint_testing.sh"
 expect_needs_mpi "checkpoint test (chapter 04)"
 common=(--model small --seq 16 --steps 10 --warmup 2 --log-every 1 --eval-every 0)
 tp=($MPIRUN -np 2 "$BIN/04_tensor_parallel" --tp 2 --micro-batch 4 "${common[@]}")

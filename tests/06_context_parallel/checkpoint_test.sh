@@ -7,7 +7,7 @@
 set -uo pipefail
 here=$(dirname "$0")
 source "$here/../expect_fail.sh"
-source "$here/../02_data_parallel/checkpoint_testing.sh"
+source "$here/../checkpoint_testing.sh"
 expect_needs_mpi "checkpoint test (chapter 06)"
 common=(--model small --seq 16 --micro-batch 4 --steps 10 --warmup 2 --log-every 1 --eval-every 0)
 ckpt_run "cp 2: 10 steps, saved at 5" 300 $MPIRUN -np 2 "$BIN/06_context_parallel" --cp 2 "${common[@]}" \

@@ -9,7 +9,7 @@
 set -uo pipefail
 here=$(dirname "$0")
 source "$here/../expect_fail.sh"
-source "$here/../02_data_parallel/checkpoint_testing.sh"
+source "$here/../checkpoint_testing.sh"
 expect_needs_mpi "checkpoint test (chapter 07)"
 common=(--model small --seq 16 --steps 10 --warmup 2 --log-every 1 --eval-every 0)
 pp=($MPIRUN -np 2 "$BIN/07_pipeline_parallel" --pp 2 --pp-schedule 1f1b --micro-batch 1 --grad-accum 4 "${common[@]}")

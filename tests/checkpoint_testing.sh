@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# checkpoint_testing.sh — what the checkpoint tests of chapters 02-07 share (sourced after expect_fail.sh; it is
+# checkpoint_testing.sh — what the checkpoint tests of chapters 01-08 share (sourced after expect_fail.sh; it is
 # no test itself). A test trains an uninterrupted run that saves at step 5 (--save-every 5, --steps 10), resumes
 # from that checkpoint in the same or another layout, and compares steps 6-10 of the two --log-jsonl files.
-#   ckpt_run LABEL LIMIT_S COMMAND...        a run that must exit 0 (a PASS/FAIL line of its own)
-#   ckpt_compare LABEL FULL RESUMED bitwise  steps 6-10: loss and grad norm equal bit for bit (JSON doubles
-#                                            are printed round-trip, so equal text is equal bits)
+#   ckpt_run LABEL LIMIT_S COMMAND...        a run that must exit 0 (a PASS/FAIL line of its own); its output
+#                                            is left in $ckpt_last_output
+#   ckpt_compare LABEL FULL RESUMED bitwise  steps 6-10: loss, grad norm and (fp16) loss scale equal bit for
+#                                            bit (JSON doubles are printed round-trip: equal text, equal bits)
 #   ckpt_compare LABEL FULL RESUMED RTOL     within RTOL relative (another layout sums in another order)
+#   ckpt_grep LABEL TEXT                     the last ckpt_run's output has the line TEXT (a PASS/FAIL line)
 # The uninterrupted runs' own steps 1-5 are not compared: they are the same run.
 
 ckpt_run() {
@@ -32,7 +34,10 @@ bad, worst = [], 0.0
 for s in range(6, 11):
     if s not in a or s not in b:
         bad.append(f"step {s} missing"); continue
-    for k in ("loss", "grad_norm"):
+    for k in ("loss", "grad_norm", "loss scale"):
+        if k not in a[s] and k not in b[s]: continue
+        if k not in a[s] or k not in b[s]:
+            bad.append(f"step {s}: {k} in one log only"); continue
         x, y = a[s][k], b[s][k]
         ok = x == y if mode == "bitwise" else abs(x - y) <= float(mode) * abs(x)
         worst = max(worst, abs(x - y) / max(abs(x), 1e-300))
@@ -44,4 +49,10 @@ PY
 )
     why=$(head -n 1 <<<"$out")
     expect_verdict "$label" "$why" "steps 6-10, $mode: $(tail -n 1 <<<"$out")" ""
+}
+
+ckpt_grep() {
+    local why=""
+    grep -qF -- "$2" <<<"$ckpt_last_output" || why="no '$2' in the output"
+    expect_verdict "$1" "$why" "$(grep -F -m 1 -- "$2" <<<"$ckpt_last_output" | cut -c 1-160)" "$ckpt_last_output"
 }

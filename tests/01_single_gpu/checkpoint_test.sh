@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# checkpoint_test.sh — checkpoints of chapter 01's program on one CPU rank, end to end (the in-process cases are
+# tests/00_common/test_checkpoint.cpp):
+#   1. fp16 (--precision fp16: f16 weights, fp32 master, dynamic loss scaling), with a NaN injected at step 3
+#      so the scaler skips a step and halves its scale: saved at step 5, resumed, steps 6-10 equal the
+#      uninterrupted run's bit for bit, the loss scale included (the scaler's state is in the checkpoint);
+#   2. that fp16 checkpoint resumed in fp32: allowed, printed as a precision change;
+#   3. --save-every auto: the interval √(2δM) printed in steps after the first save (step 1), and a save at
+#      that step (an MTBF of 0.018 s makes it a few steps: δ ~ 0.3 s and a step ~ 0.04 s give 3).
+# `make test CH=01` runs it.   bash tests/01_single_gpu/checkpoint_test.sh   (BIN as make sets it)
+set -uo pipefail
+here=$(dirname "$0")
+source "$here/../expect_fail.sh"
+source "$here/../checkpoint_testing.sh"
+common=("$BIN/01_single_gpu" --model small --seq 16 --micro-batch 2 --steps 10 --warmup 2 --log-every 1 --eval-every 0)
+fp16=("${common[@]}" --precision fp16 --inject-nan 3)
+
+ckpt_run "fp16: 10 steps, a NaN at step 3, saved at 5 and 10" 300 "${fp16[@]}" --save "$TMP/h" --save-every 5 \
+    --log-jsonl "$TMP/h.jsonl"
+ckpt_grep "fp16: the checkpoint holds 14 bytes a parameter (f16 weights + fp32 master + m + v)" \
+    "14.00 bytes/param (param 2.00 + master 4.00 + m 4.00 + v 4.00)"
+ckpt_run "fp16: resumed from step 5" 300 "${fp16[@]}" --resume "$TMP/h/step_000005" --log-jsonl "$TMP/h_res.jsonl"
+ckpt_grep "fp16: the resumed scaler continues at the backed-off scale" "loss scale 32768 (steps skipped so far: 1)"
+ckpt_compare "fp16: resumed steps 6-10 equal the uninterrupted run's (loss scale included)" "$TMP/h.jsonl" \
+    "$TMP/h_res.jsonl" bitwise
+
+ckpt_run "fp16 checkpoint resumed in fp32" 300 "${common[@]}" --resume "$TMP/h/step_000005"
+ckpt_grep "fp16 -> fp32: a precision change, said so" "note: a precision change: saved in (param f16"
+
+ckpt_run "--save-every auto (MTBF 0.018 s)" 300 "${common[@]}" --save "$TMP/auto" --save-every auto \
+    --mtbf-hours 0.000005
+line=$(grep -F -e "--save-every auto: δ =" <<<"$ckpt_last_output")
+every=$(sed -nE 's/.* = every ([0-9]+) steps of .*/\1/p' <<<"$line")
+why=""
+[ -z "$every" ] && why="no '--save-every auto: ... every N steps' line"
+[ -z "$why" ] && [ ! -d "$TMP/auto/step_000001" ] && why="no save at step 1 (the one that measures δ)"
+[ -z "$why" ] && [ "$every" -gt 9 ] && why="the interval, $every steps, leaves no save inside the run to check"
+[ -z "$why" ] && [ ! -d "$TMP/auto/$(printf 'step_%06d' "$every")" ] &&
+    why="the interval is $every steps, and step $every was not saved"
+[ -z "$why" ] && [ "$(cat "$TMP/auto/latest")" != step_000010 ] && why="latest is not step_000010 (the last step)"
+expect_verdict "--save-every auto: δ measured at step 1, the interval printed and kept" "$why" \
+    "${line:-no line}; saved: $(ls "$TMP/auto" | grep -v latest | tr '\n' ' ')" "$ckpt_last_output"
+expect_summary
