@@ -1,9 +1,9 @@
 // 11_mixed_precision/train.cpp — chapter 11: the same model trained under each precision policy, from the same
 // weights on the same batches: fp32; bf16 weights and GEMMs with fp32 master weights and gradients; fp16 with
 // dynamic loss scaling; fp8 GEMMs (e4m3 forward, e5m2 gradients, per-tile scales, f32 promotion every 128).
-// One CPU rank, every low-precision format emulated exactly (common/lowp_gemm.hpp). The layouts of chapters
-// 02-09 take the same policy with --precision (e.g. mpirun -np 4 build/bin/04_tensor_parallel --tp 2 --dp 2
-// --precision bf16 --device cpu).
+// One rank: on the CPU every low-precision format is emulated exactly, on a GPU (--device cuda) the GEMMs run
+// through cuBLASLt, fp8 on Hopper only (common/lowp_gemm.hpp). The layouts of chapters 02-09 take the same
+// policy with --precision (e.g. mpirun -np 4 build/bin/04_tensor_parallel --tp 2 --dp 2 --precision bf16).
 //
 // Playbook: "Mixed precision training". What to watch:
 //   - the bytes per parameter each policy holds, measured, beside the playbook's 16 B (bf16 + fp32 master +
@@ -37,8 +37,6 @@ int train(int argc, char** argv) {
     cfg.validate();
     CHECK(world_size() == 1, "chapter 11 compares the policies on one rank, but the job has %d (the layouts take "
           "--precision: chapters 02-09)", world_size());
-    CHECK(resolve_device(cfg.device) == Device::cpu, "--device %s: chapter 11's low-precision GEMMs are emulated on "
-          "the CPU (--device cpu)", cfg.device.c_str());
     const LlamaConfig mc = resolve_model(cfg);
     auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
     std::printf("11_mixed_precision: model %s (%s params), data %s, %ld steps of %ld x %ld tokens, lr %g\n",
