@@ -12,8 +12,8 @@
 #   3. every GPU test of every test binary (doctest -tc='*cuda*,*nccl*': a GPU test must say cuda or NCCL in
 #      its name, tests/testing.hpp enforces it), on every world size its suites name; each must pass, none
 #      may skip, and as many must run as the binaries list;
-#   4. compute-sanitizer: memcheck over the CUDA tests of tests_00, tests_01 and the one-rank NCCL test,
-#      racecheck and synccheck over tests_00's kernels (in the background, beside steps 3 and 5: they are
+#   4. compute-sanitizer: memcheck over the CUDA tests of tests_00, tests_01, tests_11 and the one-rank NCCL
+#      test, racecheck and synccheck over tests_00's kernels (in the background, beside steps 3 and 5: they are
 #      slow and share the GPU without changing what the others check; the bench waits for them);
 #   5. chapters 01-08 on the GPU, each beside the same command on the CPU (losses and grad norms per step
 #      within a tolerance): one rank through NCCL, and two ranks through NCCL when there are two GPUs, else
@@ -240,6 +240,7 @@ else
         sanitize racecheck racecheck_tests_00 "$bin/tests_00" -ts='ch00 np1' -tc='*cuda*' &
         sanitize synccheck synccheck_tests_00 "$bin/tests_00" -ts='ch00 np1' -tc='*cuda*' &
         sanitize memcheck memcheck_tests_01 "$bin/tests_01" -ts='ch01 np1' -tc='*cuda*' &
+        sanitize memcheck memcheck_tests_11 "$bin/tests_11" -ts='ch11 np1' -tc='*cuda*' &  # the lowp GEMMs' kernel
         sanitize memcheck memcheck_nccl "$bin/tests_02" -ts='ch02 np1' -tc='*nccl*,*cuda*' &
         wait
     ) &
