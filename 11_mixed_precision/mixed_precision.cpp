@@ -18,15 +18,16 @@ SchemeRun train_scheme(const TrainConfig& cfg, const LlamaConfig& mc, const Data
     run.precision = precision;
     const Tag tags[] = {Tag::params, Tag::grads, Tag::master, Tag::optim};
     int64_t before[4];
-    for (int i = 0; i < 4; i++) before[i] = mem_stats(Device::cpu).current[(int)tags[i]];
-    Model model(mc, Device::cpu, (uint64_t)c.seed, model_options(c));  // the same weights for every policy
+    const Device device = resolve_device(c.device);
+    for (int i = 0; i < 4; i++) before[i] = mem_stats(device).current[(int)tags[i]];
+    Model model(mc, device, (uint64_t)c.seed, model_options(c));  // the same weights for every policy
     run.n_params = model.n_params();
     std::unique_ptr<AdamW> opt = make_adamw(model, adamw_config(c));
     LossScaler scaler;
     Trainer t{model, *opt};
     if (model.precision().loss_scaling) t.scaler = &scaler;
     int64_t held[4];
-    for (int i = 0; i < 4; i++) held[i] = mem_stats(Device::cpu).current[(int)tags[i]] - before[i];
+    for (int i = 0; i < 4; i++) held[i] = mem_stats(device).current[(int)tags[i]] - before[i];
     run.state = ModelStateBytes{held[0], held[1], held[2], held[3]};
     const BatchPlan plan = batch_plan(c);
     const LRSchedule lr{c.lr, c.min_lr, std::min(c.warmup, c.steps - 1), c.steps};

@@ -29,7 +29,7 @@ struct SchemeRun {
     double seconds = 0;          // wall time of the steps
 };
 
-// cfg.steps steps of `precision` on one CPU rank: model cfg.seed, batches of cfg's BatchPlan, cfg's LR
+// cfg.steps steps of `precision` on one rank of cfg.device: model cfg.seed, batches of cfg's BatchPlan, cfg's LR
 // schedule and clipping. print: a line every cfg.log_every steps.
 SchemeRun train_scheme(const TrainConfig& cfg, const LlamaConfig& mc, const Dataset& data, const std::string& precision,
                        bool print);

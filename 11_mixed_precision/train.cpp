@@ -1,9 +1,9 @@
 // 11_mixed_precision/train.cpp — chapter 11: the same model trained under each precision policy, from the same
 // weights on the same batches: fp32; bf16 weights and GEMMs with fp32 master weights and gradients; fp16 with
 // dynamic loss scaling; fp8 GEMMs (e4m3 forward, e5m2 gradients, per-tile scales, f32 promotion every 128).
-// One CPU rank, every low-precision format emulated exactly (common/lowp_gemm.hpp). The layouts of chapters
-// 02-09 take the same policy with --precision (e.g. mpirun -np 4 build/bin/04_tensor_parallel --tp 2 --dp 2
-// --precision bf16 --device cpu).
+// One rank: on the CPU every low-precision format is emulated exactly, on a GPU (--device cuda) the GEMMs run
+// through cuBLASLt, fp8 on Hopper only (common/lowp_gemm.hpp). The layouts of chapters 02-09 take the same
+// policy with --precision (e.g. mpirun -np 4 build/bin/04_tensor_parallel --tp 2 --dp 2 --precision bf16).
 //
 // Playbook: "Mixed precision training". What to watch:
 //   - the bytes per parameter each policy holds, measured, beside the playbook's 16 B (bf16 + fp32 master +
@@ -16,6 +16,7 @@
 //   build/bin/11_mixed_precision --help
 #include <cstdio>
 #include <sstream>
+#include <utility>
 
 #include "../common/runtime.hpp"
 #include "../common/train_loop.hpp"
@@ -37,16 +38,27 @@ int train(int argc, char** argv) {
     cfg.validate();
     CHECK(world_size() == 1, "chapter 11 compares the policies on one rank, but the job has %d (the layouts take "
           "--precision: chapters 02-09)", world_size());
-    CHECK(resolve_device(cfg.device) == Device::cpu, "--device %s: chapter 11's low-precision GEMMs are emulated on "
-          "the CPU (--device cpu)", cfg.device.c_str());
+    // the program trains one model per policy and keeps none: nothing to export, continue, save or resume
+    for (const auto& [flag, value] : {std::pair<const char*, std::string>{"export-hf", cfg.export_hf},
+                                      {"generate", cfg.generate}, {"save", cfg.save}, {"resume", cfg.resume}})
+        CHECK(value.empty(), "--%s %s: chapter 11 trains one model per policy in --schemes and keeps none; the "
+              "chapters that train one model take it with --precision (e.g. build/bin/01_single_gpu --precision "
+              "bf16 --%s ...)", flag, value.c_str(), flag);
+    std::vector<std::string> policies;
+    std::stringstream list(schemes);
+    for (std::string p; std::getline(list, p, ',');) policies.push_back(p);
+    for (const std::string& p : policies)  // every name checked before the first run
+        CHECK(p == "fp32" || p == "bf16" || p == "fp16" || p == "fp8",
+              "--schemes %s: '%s' must be fp32, bf16, fp16 or fp8 (the policies of --precision)", schemes.c_str(),
+              p.c_str());
+    CHECK(!policies.empty(), "--schemes '%s': name at least one policy (fp32,bf16,fp16,fp8)", schemes.c_str());
     const LlamaConfig mc = resolve_model(cfg);
     auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
     std::printf("11_mixed_precision: model %s (%s params), data %s, %ld steps of %ld x %ld tokens, lr %g\n",
                 mc.name.c_str(), human_count((double)mc.n_params()).c_str(), data->describe().c_str(), (long)cfg.steps,
                 (long)cfg.micro_batch * cfg.grad_accum, (long)cfg.seq, cfg.lr);
     std::vector<SchemeRun> runs;
-    std::stringstream list(schemes);
-    for (std::string p; std::getline(list, p, ',');) {
+    for (const std::string& p : policies) {
         std::printf("%s: %s\n", p.c_str(), Precision::named(p).str().c_str());
         runs.push_back(train_scheme(cfg, mc, *data, p, true));
     }

@@ -105,7 +105,7 @@ void TrainConfig::register_flags(Flags& f) {
     f.add("recompute", &recompute, "activation recomputation: none | selective | full | offload (to host memory)");
     f.add("attention", &attention, "attention kernel: naive (saves T x T probabilities) | flash (online softmax)");
     f.add("precision", &precision, "fp32|bf16|fp16|fp8: weights, GEMM inputs and loss scaling (chapter 11; low "
-          "precision GEMMs are emulated on the CPU)");
+          "precision GEMMs are emulated on the CPU, cuBLASLt on a GPU, fp8 on Hopper only)");
     f.add("tf32", &tf32, "f32 matmuls on TF32 tensor cores (GPU only; ~1e-3 relative error instead of ~1e-6)");
     f.add("seq", &seq, "tokens per sequence");
     f.add("micro-batch", &micro_batch, "sequences per micro-batch");

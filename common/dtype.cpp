@@ -5,7 +5,9 @@
 // keeps precision but overflows at 65504 (hence loss scaling), fp8 trades both and needs per-tile scales.
 // All four narrow formats are "sign | exponent | mantissa" with a bias and subnormals, so one encoder and
 // one decoder, parameterised by the format, serve them all.
-// Tested by tests/00_common/test_core.cpp (`make test CH=00`, or `build/bin/tests_00 -tc='*conversion*'`).
+// Tested by tests/00_common/test_core.cpp (`make test CH=00`, or `build/bin/tests_00 -tc='*conversion*'`) and,
+// bit for bit against references written elsewhere (PyTorch's bf16, NumPy's f16, the OCP spec's field formula
+// for e4m3 / e5m2) on every code, by tests/11_mixed_precision/test_formats.cpp (`build/bin/tests_11 -tc='formats*'`).
 #include <cstring>
 
 #include "core.hpp"

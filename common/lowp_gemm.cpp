@@ -1,4 +1,5 @@
-// lowp_gemm.cpp — see lowp_gemm.hpp: the linear layers' GEMMs in bf16 / f16 / fp8, emulated on the CPU.
+// lowp_gemm.cpp — see lowp_gemm.hpp: the linear layers' GEMMs in bf16 / f16 / fp8, emulated on the CPU, and the
+// dispatch of cuda tensors to common/cuda/lowp_gemm.cu.
 // Playbook: "Mixed precision training" (FP8 after DeepSeek-V3). Test: `make test CH=11`.
 #include "lowp_gemm.hpp"
 
@@ -77,10 +78,22 @@ TileQuant quantise_tiles(const float* x, int64_t rows, int64_t cols, int64_t til
     return t;
 }
 
+TileQuant quantise_tiles(const Tensor& x, int64_t tile_rows, DType format) {
+    CHECK(x.dim() == 2 && x.dtype == DType::f32, "quantise_tiles: x must be 2-D f32, got %s %s", dtype_name(x.dtype),
+          shape_str(x.shape).c_str());
+    if (x.device() == Device::cpu)
+        return quantise_tiles(x.ptr<float>(), x.size(0), x.size(1), tile_rows, kTile, format);
+#if defined(PENTA_CUDA)
+    return cuda::quantise_tiles(x, tile_rows, format);
+#else
+    FAIL("quantise_tiles on a cuda tensor, but this build has no CUDA (make CUDA=1)");
+#endif
+}
+
 void fp8_gemm(const float* A, const float* Bt, float* C, int64_t M, int64_t N, int64_t K, float beta, DType a_format,
-              DType b_format) {
-    const TileQuant a = quantise_tiles(A, M, K, 1, kTile, a_format);       // activations / gradients: 1 x 128
-    const TileQuant b = quantise_tiles(Bt, N, K, kTile, kTile, b_format);  // weights: 128 x 128
+              DType b_format, int64_t b_tile_rows) {
+    const TileQuant a = quantise_tiles(A, M, K, 1, kTile, a_format);              // activations / gradients: 1 x 128
+    const TileQuant b = quantise_tiles(Bt, N, K, b_tile_rows, kTile, b_format);  // weights 128 x 128, the rest 1 x 128
     for (int64_t i = 0; i < M * N; i++) C[i] = beta == 0.0f ? 0.0f : beta * C[i];
     std::vector<float> partial(M * N);  // (M, N): one K block's sum, before its scales
     for (int64_t k0 = 0, kb = 0; k0 < K; k0 += kTile, kb++) {
@@ -91,7 +104,7 @@ void fp8_gemm(const float* A, const float* Bt, float* C, int64_t M, int64_t N, i
         for (int64_t m = 0; m < M; m++) {
             const float sa = a.scale[m * a.tiles_across() + kb];
             for (int64_t n = 0; n < N; n++)
-                C[m * N + n] += partial[m * N + n] * (sa * b.scale[(n / kTile) * b.tiles_across() + kb]);
+                C[m * N + n] += partial[m * N + n] * (sa * b.scale[(n / b_tile_rows) * b.tiles_across() + kb]);
         }
     }
 }
@@ -138,12 +151,31 @@ void linear_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool 
     count_linear_flops(C.size(-2), C.size(-1), transA ? A.size(-2) : A.size(-1));  // the op-level FLOP counter
     const DType f = GemmScope::format();
     if (f == DType::f32) return matmul(A, B, C, transA, transB, 1.0f, beta);
-    CHECK(A.device() == Device::cpu && B.device() == Device::cpu && C.device() == Device::cpu,
-          "--precision: GEMMs in %s are emulated on the CPU only (chapter 11 has no GPU kernels for them): run it "
-          "with --device cpu, or with --precision fp32 on a GPU", f == DType::e4m3 ? "fp8" : dtype_name(f));
-    CHECK(A.dim() == 2 && B.dim() == 2 && C.dim() == 2 && A.dtype == DType::f32 && B.dtype == DType::f32,
+    CHECK(A.dim() == 2 && B.dim() == 2 && C.dim() == 2 && A.dtype == DType::f32 && B.dtype == DType::f32 &&
+              C.dtype == DType::f32,
           "linear_gemm: the linear layers' GEMMs are 2-D f32 (got A %s, B %s)", shape_str(A.shape).c_str(),
           shape_str(B.shape).c_str());
+    const int64_t M = C.size(0), N = C.size(1), K = transA ? A.size(0) : A.size(1);
+    CHECK((transA ? A.size(1) : A.size(0)) == M && (transB ? B.size(1) : B.size(0)) == K &&
+              (transB ? B.size(0) : B.size(1)) == N,
+          "linear_gemm: shapes A %s%s, B %s%s, C %s do not fit", shape_str(A.shape).c_str(), transA ? "^T" : "",
+          shape_str(B.shape).c_str(), transB ? "^T" : "", shape_str(C.shape).c_str());
+    CHECK(A.device() == B.device() && B.device() == C.device(), "linear_gemm: A, B and C must be on one device");
+    CHECK(f == DType::bf16 || f == DType::f16 || f == DType::e4m3,
+          "GemmScope %s: the GEMM formats are f32, bf16, f16 and e4m3 (fp8)", dtype_name(f));
+    CHECK(a_role != Operand::weight, "linear_gemm: the left operand is a weight; fp8 tiles it 1x128 (activations, "
+          "gradients) and only the right operand by 128x128 blocks");
+    const DType a_format = fp8_format(a_role), b_format = fp8_format(b_role);
+    const int64_t b_tile_rows = b_role == Operand::weight ? kTile : 1;
+    if (A.device() == Device::cuda) {
+#if defined(PENTA_CUDA)
+        if (f == DType::e4m3) return cuda::fp8_gemm(A, B, C, transA, transB, beta, a_format, b_format, b_tile_rows);
+        return cuda::half_gemm(A, B, C, transA, transB, beta, f);
+#else
+        FAIL("--precision %s on a cuda tensor, but this build has no CUDA (make CUDA=1)",
+             f == DType::e4m3 ? "fp8" : dtype_name(f));
+#endif
+    }
     if (f == DType::bf16 || f == DType::f16) {
         // what a bf16/f16 tensor core reads: each input rounded once; products summed in f32
         Tensor a = Tensor::empty(A.shape, DType::f32, Device::cpu, Tag::workspace);
@@ -154,11 +186,9 @@ void linear_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool 
         for (int64_t i = 0, n = B.numel(); i < n; i++) bd[i] = round_to(bs[i], f);
         return matmul(a, b, C, transA, transB, 1.0f, beta);
     }
-    CHECK(f == DType::e4m3, "GemmScope %s: the GEMM formats are f32, bf16, f16 and e4m3 (fp8)", dtype_name(f));
-    const int64_t M = C.size(0), N = C.size(1), K = transA ? A.size(0) : A.size(1);
     const std::vector<float> a = k_contiguous(A, transA, M, K);   // op(A): (M, K)
     const std::vector<float> bt = k_contiguous(B, !transB, N, K);  // op(B)^T: (N, K)
-    fp8_gemm(a.data(), bt.data(), C.ptr<float>(), M, N, K, beta, fp8_format(a_role), fp8_format(b_role));
+    fp8_gemm(a.data(), bt.data(), C.ptr<float>(), M, N, K, beta, a_format, b_format, b_tile_rows);
 }
 
 }  // namespace penta

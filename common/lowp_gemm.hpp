@@ -1,19 +1,26 @@
-// lowp_gemm.hpp — the linear layers' GEMMs in a low-precision format, emulated exactly on the CPU: bf16 and
-// f16 inputs with f32 sums, and FP8 with fine-grained (per-tile) scales and f32 promotion of partial sums.
+// lowp_gemm.hpp — the linear layers' GEMMs in a low-precision format: bf16 and f16 inputs with f32 sums, and FP8
+// with fine-grained (per-tile) scales and f32 promotion of partial sums; emulated exactly on the CPU, through
+// cuBLASLt on a GPU (common/cuda/lowp_gemm.cu).
 //
 // Playbook: "Mixed precision training" — the matmuls are where low precision pays (tensor cores read bf16,
 // f16 or fp8 inputs and accumulate in f32); and its FP8 part after DeepSeek-V3: e4m3 for the forward's
-// inputs, e5m2 (more range, less precision) for the gradients, a scale per 1x128 tile of activations and per
-// 128x128 block of weights so that one outlier costs only its own tile its precision, and partial sums
-// promoted to an f32 accumulator every N_C = 128 elements of K because the tensor core's own accumulator
-// keeps about 14 bits.
+// inputs, e5m2 (more range, less precision) for the gradients, a scale per 1x128 tile of activations and
+// gradients and per 128x128 block of weights, so that one outlier costs only its own tile its precision,
+// and partial sums promoted to an f32 accumulator every N_C = 128 elements of K because the tensor core's
+// own accumulator keeps about 14 bits.
+// Tiles run along K, the summed dimension, so that one scale pair multiplies each block's partial sum. The left
+// operand (an activation, or the output gradient) is always cut into 1x128 tiles; the right one into 128x128
+// blocks when it is a weight and into 1x128 tiles when it is an activation: the weight-gradient GEMM
+// dW = dy^T x sums over the tokens, so x is tiled 128 tokens x 1 feature there, as DeepSeek-V3 re-tiles its
+// activations for that GEMM (a 128x128 block would let one outlier token set the scale of 128 features).
 //
 // How the CPU emulates it: every input element is rounded to the format exactly as a GPU kernel would
 // convert it (dtype.cpp: round to nearest even; saturation at the format's largest value for scaled fp8),
 // then the products of one K block are summed by sgemm in f32 and multiplied by the two tiles' scales into
-// the f32 result. The limited in-block accumulator itself is emulated by dot_limited (a reader can see why
-// the promotion matters in tests/11_mixed_precision); the training GEMM sums a block in f32.
-// Test: `make test CH=11` (build/bin/tests_11 -tc='*tile*').
+// the f32 result. So training sums each 128-block of K in full f32: the ~14-bit accumulator inside a block,
+// and why promotion every 128 rescues it, is shown by dot_limited in tests/11_mixed_precision (test_tiles)
+// only. On a GPU the tensor core's own accumulator sums a block and cuBLASLt promotes (lowp_gemm.cu).
+// Test: `make test CH=11` (build/bin/tests_11 -tc='*tile*'; -tc='*cuda*' on a machine with a GPU).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -22,7 +29,7 @@
 
 namespace penta {
 
-// While one is alive, the linear layers' GEMMs read their inputs in `format` (f32: plain sgemm; bf16, f16;
+// While one is alive, the linear layers' GEMMs read their inputs in `format` (f32: plain matmul; bf16, f16;
 // e4m3: fp8 as above). The model opens one around each pass from its precision policy's gemm.
 class GemmScope {
    public:
@@ -36,11 +43,14 @@ class GemmScope {
     DType previous_;
 };
 
-// What a GEMM operand is: it decides the fp8 format (gradients e5m2, the rest e4m3)
+// What a GEMM operand is: it decides the fp8 format (gradients e5m2, the rest e4m3) and the right operand's
+// tiles (a weight 128x128, the others 1x128)
 enum class Operand : uint8_t { activation, weight, gradient };
 
-// C = op(A) @ op(B) + beta * C (ops.hpp's matmul), in the current GemmScope's format for operands of the
-// given roles. f32 scope: exactly matmul. The linear layers call nothing else.
+// C = op(A) @ op(B) + beta * C (ops.hpp's matmul) of 2-D f32 tensors on one device, in the current GemmScope's
+// format for operands of the given roles (a_role is never a weight). f32 scope: exactly matmul. CPU: the
+// emulation below; GPU: cuBLASLt (fp8 on Hopper only, refused naming the device elsewhere). The linear layers
+// call nothing else.
 void linear_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, Operand a_role,
                  Operand b_role);
 
@@ -66,16 +76,30 @@ TileQuant quantise_tiles(const float* x, int64_t rows, int64_t cols, int64_t til
 // the scale of one tile: its largest magnitude mapped onto the format's largest value
 float tile_scale(float amax, DType format);
 
+// x (rows, cols) f32 quantised per tile_rows x kTile tile on its device, returned on the host: the CPU's
+// quantise_tiles above, or the GPU's kernel that fp8 GEMMs use there (the cuda tests hold them equal, bit for bit)
+TileQuant quantise_tiles(const Tensor& x, int64_t tile_rows, DType format);
+
 // FP8 GEMM: C (M, N) = A (M, K) @ Bt(N, K)^T + beta * C, both row-major with K contiguous. A is quantised per
-// 1 x kTile tile in a_format, Bt per kTile x kTile block in b_format; each K block's products are summed in f32
-// and promoted into C with the two scales.
+// 1 x kTile tile in a_format, Bt per b_tile_rows x kTile tile in b_format (kTile: a weight's blocks; 1: an
+// activation's tiles); each K block's products are summed in f32 and promoted into C with the two scales.
 constexpr int64_t kTile = 128;
 void fp8_gemm(const float* A, const float* Bt, float* C, int64_t M, int64_t N, int64_t K, float beta, DType a_format,
-              DType b_format);
+              DType b_format, int64_t b_tile_rows);
 
 // The dot product of a and b (n elements) as an accumulator that keeps `mantissa_bits` bits (the sum is
 // rounded to them after every addition), promoted into an f32 total every `promote_every` elements (<= 0:
 // never; the limited accumulator sums everything). DeepSeek-V3 measured ~14 bits on H800's FP8 tensor cores.
 float dot_limited(const float* a, const float* b, int64_t n, int mantissa_bits, int64_t promote_every);
+
+namespace cuda {  // common/cuda/lowp_gemm.cu (CUDA builds); linear_gemm and quantise_tiles call them for cuda tensors
+// bf16 / f16: both inputs converted on the device (round to nearest even), cuBLASLt sums the products in f32
+void half_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, DType format);
+// fp8: op(A) quantised per 1x128 tile and op(B)^T per b_tile_rows x 128 tile by our kernel, cuBLASLt's
+// block-scaled FP8 GEMM on Hopper (sm_90; elsewhere it fails naming the device)
+void fp8_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, DType a_format,
+              DType b_format, int64_t b_tile_rows);
+TileQuant quantise_tiles(const Tensor& x, int64_t tile_rows, DType format);
+}  // namespace cuda
 
 }  // namespace penta

@@ -11,9 +11,10 @@
 //                 and writes it back rounded to `param`: small updates are not lost to bf16's 8-bit mantissa
 //   gemm          the format the linear layers' GEMMs read their inputs in (chapter 11): f32; bf16 or f16 (each
 //                 input rounded to it, products summed in f32); e4m3 = fp8 (forward inputs e4m3, the gradient
-//                 operand of the backward GEMMs e5m2, each scaled per tile: 1x128 for the left operand, 128x128
-//                 for the right one, partial sums promoted to f32 every 128 elements of K; lowp_gemm.hpp). The
-//                 CPU emulates every format exactly; activations, gradients and the other ops stay f32 there.
+//                 operand of the backward GEMMs e5m2, each scaled per tile along K: 1x128 for activations and
+//                 gradients, 128x128 for weights, partial sums promoted to f32 every 128 elements of K;
+//                 lowp_gemm.hpp). The CPU emulates every format exactly, a GPU runs them through cuBLASLt (fp8 on
+//                 Hopper); activations, gradients and the other ops stay f32 on both.
 //   loss_scaling  fp16's dynamic loss scale (loss_scaler.hpp): the loss gradient is multiplied by S so small
 //                 gradients survive f16's range, the step is skipped and S halved when one overflows
 //   tf32          f32 matmuls may run on TF32 tensor cores (inputs rounded to 10 mantissa bits, sums in
@@ -23,8 +24,8 @@
 //
 // Playbook: "Mixed precision training" (bf16 weights with fp32 master weights and optimizer states: the
 // 2Ψ + 2Ψ + 12Ψ of the memory tables; fp16 loss scaling; FP8 with fine-grained scales). Chapter 11's
-// --precision fp32|bf16|fp16|fp8 names the four policies (Precision::named); the CPU computes the low
-// precision GEMMs by emulation, so act, grad and comm stay f32 (validate says so).
+// --precision fp32|bf16|fp16|fp8 names the four policies (Precision::named); only the GEMMs' inputs go low
+// (emulated on the CPU, cuBLASLt on a GPU), so act, grad and comm stay f32 (validate says so).
 // Test: `make test CH=01` (bf16 weights), `make test CH=11` (the four policies).
 #pragma once
 #include <string>

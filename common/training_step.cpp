@@ -153,10 +153,10 @@ StepResult training_step(Trainer& t, const Dataset& data, int64_t step, const Ba
 
     CHECK(!t.model.precision().loss_scaling || t.scaler,
           "precision %s: loss scaling needs a LossScaler in the Trainer", t.model.precision().str().c_str());
-    CHECK(!t.scaler || !t.model.mlp().has_aux_loss(),
-          "loss scaling with a MoE core's auxiliary loss: its gradient would not be scaled (use --precision bf16)");
     // Loss scaling: the model divides the loss by global_tokens / S, so d loss / d logits, and every gradient
-    // after it, is S times the true one (S a power of two: exact until something overflows)
+    // after it, is S times the true one (S a power of two: exact until something overflows). A MoE core's
+    // balance loss weighs each sequence by its tokens / global_tokens too, so it and its gradient are S times
+    // theirs as well (tests_11 'loss scaling with a MoE balance loss')
     if (t.scaler) r.loss_scale = t.scaler->scale();
     t.model.zero_grads();
     hooks.begin_step();
@@ -164,7 +164,8 @@ StepResult training_step(Trainer& t, const Dataset& data, int64_t step, const Ba
     hooks.finish_gradients();
     r.saved_activation_bytes = s.saved_activation_bytes;
     r.loss = plan.sum_over_batch(link.share_loss(s.loss)) / r.loss_scale;
-    if (t.model.mlp().has_aux_loss()) r.aux_loss = plan.sum_over_batch(link.sum_over_stages(s.aux_loss));
+    if (t.model.mlp().has_aux_loss())
+        r.aux_loss = plan.sum_over_batch(link.sum_over_stages(s.aux_loss)) / r.loss_scale;
     hooks.before_update();
     // AdamW::step, split so that the cheap check of every step (the loss, and the norm the optimizer
     // computes anyway; both are reduced, so every rank decides alike) runs before the update

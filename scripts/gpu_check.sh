@@ -12,12 +12,12 @@
 #   3. every GPU test of every test binary (doctest -tc='*cuda*,*nccl*': a GPU test must say cuda or NCCL in
 #      its name, tests/testing.hpp enforces it), on every world size its suites name; each must pass, none
 #      may skip, and as many must run as the binaries list;
-#   4. compute-sanitizer: memcheck over the CUDA tests of tests_00, tests_01 and the one-rank NCCL test,
-#      racecheck and synccheck over tests_00's kernels (in the background, beside steps 3 and 5: they are
+#   4. compute-sanitizer: memcheck over the CUDA tests of tests_00, tests_01, tests_11 and the one-rank NCCL
+#      test, racecheck and synccheck over tests_00's kernels (in the background, beside steps 3 and 5: they are
 #      slow and share the GPU without changing what the others check; the bench waits for them);
 #   5. chapters 01-08 on the GPU, each beside the same command on the CPU (losses and grad norms per step
 #      within a tolerance): one rank through NCCL, and two ranks through NCCL when there are two GPUs, else
-#      through MPI on the shared GPU;
+#      through MPI on the shared GPU; and chapter 11's --precision bf16, fp16 (and fp8 on Hopper) on one rank;
 #   6. scripts/gpu_bench.sh (pentatron vs PyTorch on one GPU; figures only, it fails only if it cannot run).
 # Writes OUTDIR/summary.txt (each check's verdict, the figures, the time) and OUTDIR/logs.tar.gz (one log
 # per check, the runs' step logs, the bench's output). GPU_CHECK_BUDGET (s, default 480) bounds the whole: the bench gets what is left.
@@ -240,6 +240,7 @@ else
         sanitize racecheck racecheck_tests_00 "$bin/tests_00" -ts='ch00 np1' -tc='*cuda*' &
         sanitize synccheck synccheck_tests_00 "$bin/tests_00" -ts='ch00 np1' -tc='*cuda*' &
         sanitize memcheck memcheck_tests_01 "$bin/tests_01" -ts='ch01 np1' -tc='*cuda*' &
+        sanitize memcheck memcheck_tests_11 "$bin/tests_11" -ts='ch11 np1' -tc='*cuda*' &  # the lowp GEMMs' kernel
         sanitize memcheck memcheck_nccl "$bin/tests_02" -ts='ch02 np1' -tc='*nccl*,*cuda*' &
         wait
     ) &
@@ -325,6 +326,12 @@ chapter ch06_cp2_$comm2 2 1e-3 06_context_parallel --cp 2 --comm "$comm2"
 chapter ch07_pp2_1f1b_$comm2 2 1e-3 07_pipeline_parallel --pp 2 --pp-schedule 1f1b --comm "$comm2"
 chapter ch08_moe_nccl_1rank 1 1e-3 08_expert_parallel --ep 1 --comm nccl
 chapter ch08_ep2_$comm2 2 1e-3 08_expert_parallel --ep 2 --comm "$comm2"
+# chapter 11's policies: the GEMMs through cuBLASLt beside the CPU's exact emulation (a rounding that flips on
+# one side only moves a step's loss by more than fp32's 1e-3, as --tf32 does); fp8's block scales need Hopper
+chapter ch01_bf16 1 2e-2 01_single_gpu --model small --precision bf16
+chapter ch01_fp16 1 2e-2 01_single_gpu --model small --precision fp16
+if [ "$cap" = 90 ]; then chapter ch01_fp8 1 2e-2 01_single_gpu --model small --precision fp8
+else say "ch01_fp8: not a check here: cuBLASLt's block-scaled fp8 needs Hopper (sm_90), this GPU is sm_$cap (its cuda test checks the refusal)"; fi
 
 # the sanitizers' verdicts (the bench runs alone)
 if [ -n "$san_pid" ]; then

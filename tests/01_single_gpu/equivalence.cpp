@@ -18,13 +18,16 @@ void train_into(Model& model, const AdamWConfig& adamw, const Dataset& data, int
                 int64_t micro_batch, int64_t steps, const std::function<float(int64_t)>& lr, float clip,
                 std::vector<double>& losses, std::vector<double>& norms, std::vector<float>& params) {
     AdamW optim(model.params(), model.grads(), optimizer_ranges(model), adamw, model.precision().fp32_master);
+    LossScaler scaler;  // fp16's loss scaling, when the policy asks for it (chapter 11)
+    Trainer trainer{model, optim};
+    if (model.precision().loss_scaling) trainer.scaler = &scaler;
     BatchPlan plan;
     plan.seq = seq;
     plan.global_batch = rows;
     plan.micro_batch = micro_batch;
     plan.grad_accum = rows / micro_batch;  // first_row 0
     for (int64_t s = 0; s < steps; s++) {
-        StepResult r = training_step(model, optim, data, s, plan, lr(s), clip);
+        StepResult r = training_step(trainer, data, s, plan, lr(s), clip);
         losses.push_back(r.loss);
         norms.push_back(r.grad_norm);
     }
@@ -47,6 +50,7 @@ Trained train_reference(Model& model, const AdamWConfig& adamw, const Dataset& d
                t.reordered_params);
     t.reordering = strfmt("%lld micro-batch%s of one sequence, %s attention", (long long)rows, rows > 1 ? "es" : "",
                           o.attention == AttentionKernel::naive ? "naive" : "flash");
+    t.param_dtype = model.precision().param;
     return t;
 }
 
@@ -96,16 +100,30 @@ void check_same_training(const Trained& got, const Trained& ref, const ParamLayo
     // the weights, per tensor, against the spread reordering alone produces there
     double worst = 0;  // largest |got - ref| / allowed
     std::string worst_at;
+    // the gap between the stored value x and its neighbour away from zero (0: the smallest subnormal)
+    const int mantissa = ref.param_dtype == DType::bf16 ? 7 : ref.param_dtype == DType::f16 ? 10 : 23;
+    const int min_exp = ref.param_dtype == DType::bf16 ? -126 : ref.param_dtype == DType::f16 ? -14 : -126;
+    const auto quantum = [&](float x) {
+        return std::ldexp(1.0, std::max(x == 0 ? min_exp : std::ilogb(x), min_exp) - mantissa);
+    };
+    int64_t one_quantum = 0;  // elements of a bf16 / f16 run one quantum from the reference
     for (const ParamTensor& t : layout.tensors) {
-        double scale = 0, spread = 0, dev = 0;
-        int64_t at = 0;
+        double scale = 0, spread = 0;
         for (int64_t i = t.offset; i < t.offset + t.numel(); i++) {
             scale = std::max(scale, (double)std::fabs(ref.params[i]));
             spread = std::max(spread, (double)std::fabs(ref.reordered_params[i] - ref.params[i]));
-            const double d = std::fabs((double)got.params[i] - ref.params[i]);
-            if (!(d <= dev)) dev = d, at = i;  // NaN included
         }
         const double allowed = kWeightSpread * spread + 1e-6 * scale;
+        double dev = 0;
+        int64_t at = 0;
+        for (int64_t i = t.offset; i < t.offset + t.numel(); i++) {
+            const double d = std::fabs((double)got.params[i] - ref.params[i]);
+            if (d > allowed && ref.param_dtype != DType::f32 && d <= quantum(ref.params[i])) {
+                one_quantum++;
+                continue;
+            }
+            if (!(d <= dev)) dev = d, at = i;  // NaN included
+        }
         CHECK_MESSAGE(dev <= allowed, what << strfmt(" after %zu steps: ", ref.losses.size()) << t.name << " element "
                                            << at - t.offset << " is " << got.params[at] << ", reference " << ref.params[at]
                                            << ": |diff| " << dev << " > " << kWeightSpread << " x " << spread
@@ -113,8 +131,12 @@ void check_same_training(const Trained& got, const Trained& ref, const ParamLayo
         if (allowed > 0 && dev / allowed > worst) worst = dev / allowed, worst_at = t.name;
     }
     if (world_rank() == 0)
-        std::printf("%s: weights at most %.2g of their tolerance (%s); reordering (%s) moves losses and norms by %.1e\n",
-                    what.c_str(), worst, worst_at.c_str(), ref.reordering.c_str(), reorder_dev);
+        std::printf("%s: weights at most %.2g of their tolerance (%s)%s; reordering (%s) moves losses and norms by "
+                    "%.1e\n", what.c_str(), worst, worst_at.c_str(),
+                    ref.param_dtype == DType::f32 ? ""
+                        : strfmt(", %lld %s weights one quantum apart", (long long)one_quantum,
+                                 dtype_name(ref.param_dtype)).c_str(),
+                    ref.reordering.c_str(), reorder_dev);
 }
 
 }  // namespace penta::testing

@@ -24,6 +24,9 @@ struct Trained {
     std::vector<double> reordered_losses, reordered_norms;
     std::vector<float> reordered_params;
     std::string reordering;  // how the second run reordered, for messages
+    // the dtype the weights are stored in (bf16 / f16 under chapter 11's policies, over f32 master weights): a
+    // master weight that reordering moves across a rounding boundary stores one quantum of it away
+    DType param_dtype = DType::f32;
 };
 
 // The single-rank reference: `steps` AdamW steps of `model` on one device, each on the whole global batch
@@ -61,8 +64,11 @@ double check_close_per_tensor(const ParamLayout& layout, const std::vector<float
 //     tensor is up to 7.4x the reordered run's (cp 2 × tp 2, ring zig-zag, lm_head) and 25x (dp 2 × tp 2 ×
 //     pp 2, an o_proj element: 4.7e-7 where reordering moved the tensor by 1.9e-8), hence 40 — still more
 //     than three orders of magnitude below a step of lr. A wrong layout (a missing reduction, a stale shard)
-//     is off by steps of lr in most elements, and in the losses.
-//     Prints the largest |diff| / tolerance seen, the margin left.
+//     is off by steps of lr in most elements, and in the losses. Weights stored in bf16 / f16
+//     (ref.param_dtype) may also sit one quantum of their format from the reference: a master weight that sums
+//     in another order move by a last bit lands on the other side of a rounding boundary now and then, and the
+//     reordered run, which flips other elements, cannot measure that.
+//     Prints the largest |diff| / tolerance seen, the margin left, and the elements one quantum apart.
 constexpr double kWeightSpread = 40;
 void check_same_training(const Trained& got, const Trained& ref, const LlamaConfig& cfg, double rtol,
                          const std::string& what);

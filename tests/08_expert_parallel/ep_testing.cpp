@@ -24,7 +24,8 @@ std::string EpLayout::str() const {
     return strfmt("dp %d × tp %d%s, ep %d%s, micro-batch %lld × grad-accum %lld, seq %lld, balance %s, capacity %g, "
                   "recompute %s", dp, tp, sp ? " +sp" : "", ep, zero ? strfmt(", ZeRO-%d", zero).c_str() : "",
                   (long long)micro_batch, (long long)grad_accum, (long long)seq, moe_balance_name(moe.balance),
-                  moe.capacity_factor, recompute_name(recompute));
+                  moe.capacity_factor, recompute_name(recompute)) +
+           (precision.gemm == DType::f32 && precision.param == DType::f32 ? "" : ", " + precision.str());
 }
 
 ParamLayout one_rank_layout(const LlamaConfig& cfg, const MoeOptions& opt) {
@@ -74,6 +75,7 @@ EpRun run_ep_layout(const LlamaConfig& cfg, const EpLayout& L, int steps) {
     auto moe = std::make_shared<MoeLayer>(cfg, L.moe, Device::cpu, &grid.ep(), &grid.tp());
     ModelOptions mo;
     mo.recompute = L.recompute;
+    mo.precision = L.precision;
     mo.tp = L.tp, mo.tp_rank = grid.coords().tp;
     mo.sequence_parallel = L.sp;
     mo.mlp_core = moe;
@@ -100,10 +102,11 @@ EpRun moe_one_rank(const LlamaConfig& cfg, const EpLayout& L, int steps, int64_t
     auto moe = std::make_shared<MoeLayer>(cfg, L.moe, Device::cpu);
     ModelOptions mo;
     mo.recompute = L.recompute;
+    mo.precision = L.precision;
     mo.attention = kernel;
     mo.mlp_core = moe;
     Model model(cfg, Device::cpu, kModelSeed, mo);
-    AdamW optim(model.params(), model.grads(), optimizer_ranges(model), kAdamW);
+    AdamW optim(model.params(), model.grads(), optimizer_ranges(model), kAdamW, L.precision.fp32_master);
     ExpertBalanceHooks balance(*moe, nullptr);
     BatchPlan plan;
     plan.seq = L.seq;
@@ -114,6 +117,7 @@ EpRun moe_one_rank(const LlamaConfig& cfg, const EpLayout& L, int steps, int64_t
     train_steps(Trainer{model, optim}, balance, data, plan, steps, run);
     run.layout = model.layout();
     run.params = model.params().to_host();
+    run.param_dtype = model.precision().param;
     return run;
 }
 

@@ -25,6 +25,7 @@ struct EpLayout {
     int64_t seq = 8;
     MoeOptions moe;                           // balance aux (0.01), no capacity
     Recompute recompute = Recompute::none;
+    Precision precision;                      // chapter 11 runs ep in low precision (the default: fp32)
     std::string str() const;
 };
 

@@ -16,7 +16,8 @@ std::string FiveDLayout::str() const {
     return strfmt("dp %d × pp %d × cp %d × tp %d%s (ep %d)%s, %s, %s, micro-batch %lld × %lld, seq %lld, %d layers", dp,
                   pp, cp, tp, sp ? " +sp" : "", ep, zero ? strfmt(" ZeRO-%d", zero).c_str() : "", schedule.c_str(),
                   moe ? ("MoE, balance " + balance).c_str() : "dense", (long long)micro_batch, (long long)grad_accum,
-                  (long long)seq, n_layers);
+                  (long long)seq, n_layers) +
+           (precision == "fp32" ? "" : ", precision " + precision);
 }
 
 LlamaConfig FiveDLayout::config() const {
@@ -31,6 +32,7 @@ TrainConfig FiveDLayout::train_config() const {
     tc.dp = dp, tc.pp = pp, tc.cp = cp, tc.tp = tp, tc.ep = ep, tc.sp = sp;
     tc.seed = (int64_t)kModelSeed;
     tc.eval_every = 0;
+    tc.precision = precision;
     return tc;
 }
 
@@ -51,6 +53,8 @@ FiveDRun run_5d_layout(const FiveDLayout& L, int steps) {
     ParallelGrid grid(make_world_comm(CommBackend::mpi), shape_of(tc), &cfg);
     FiveDParts parts(tc, f, cfg, grid, Device::cpu, kAdamW);
     Trainer trainer = parts.trainer();
+    LossScaler scaler;
+    if (parts.model().precision().loss_scaling) trainer.scaler = &scaler;
     FiveDRun run;
     for (int s = 0; s < steps; s++) {
         StepResult r = training_step(trainer, data, s, parts.plan, kAdamW.lr, kClip);
@@ -74,10 +78,11 @@ void check_5d_trains_like_one_rank(const FiveDLayout& L, int steps, double rtol)
         EpLayout E;
         E.dp = L.dp, E.micro_batch = L.micro_batch, E.grad_accum = L.grad_accum, E.seq = L.seq;
         E.moe = moe_options(L.flags().moe);
+        E.precision = Precision::named(L.precision);
         const EpRun ref = train_moe_one_rank(cfg, E, steps);
         check_same_training(run, ref, ref.layout, rtol, L.str());
     } else {
-        const Trained ref = train_one_rank(cfg, L.seq, rows, Recompute::none, steps);
+        const Trained ref = train_one_rank(cfg, L.seq, rows, Recompute::none, steps, Precision::named(L.precision));
         check_same_training(run, ref, cfg, rtol, L.str());
     }
     if (L.cp > 1) CHECK(run.ring_calls > 0);  // the ring ran: not one rank's attention

@@ -21,6 +21,7 @@ struct FiveDLayout {
     std::string balance = "aux";           // --moe-balance (with cp > 1: bias or none)
     int64_t micro_batch = 2, grad_accum = 2, seq = 16;
     int n_layers = 2;
+    std::string precision = "fp32";        // --precision (chapter 11 runs the layouts in low precision)
     std::string str() const;
     LlamaConfig config() const;
     TrainConfig train_config() const;
@@ -33,10 +34,10 @@ struct FiveDRun : penta::testing::Trained {
 };
 
 // steps of AdamW (clipping active) on tp_testing::RandomTokens on the whole world as L's grid, after
-// check_5d_layout accepted L
+// check_5d_layout accepted L (fp16: with a loss scaler, as the programs' train loop adds one)
 FiveDRun run_5d_layout(const FiveDLayout& L, int steps);
-// run_5d_layout against one rank on the same global batch (dp · mb · ga sequences): losses, grad norms, final
-// weights per tensor (equivalence.hpp: check_same_training)
+// run_5d_layout against one rank on the same global batch (dp · mb · ga sequences) under the same precision:
+// losses, grad norms, final weights per tensor (equivalence.hpp: check_same_training)
 void check_5d_trains_like_one_rank(const FiveDLayout& L, int steps, double rtol);
 
 }  // namespace penta::five_d_testing

@@ -1,11 +1,13 @@
 // test_loss_scaler.cpp — fp16's dynamic loss scaling (common/loss_scaler.hpp): the state machine alone
 // (overflow -> skip + halve, growth after N clean steps, the counter reset by an overflow, the floor), then
 // inside training_step: a scale far too large overflows the f16 GEMM inputs, the step is skipped with the
-// weights untouched, and the scale halves until the gradients fit.
+// weights untouched, and the scale halves until the gradients fit; and a MoE model's balance loss under loss
+// scaling: its gradient scaled with the loss's (bitwise the unscaled training), fp16 training with it.
 // Playbook: "Mixed precision training" (loss scaling). Run: `make test CH=11` (build/bin/tests_11 -tc='*scaler*').
 #include <cmath>
 
 #include "../04_tensor_parallel/tp_testing.hpp"
+#include "../08_expert_parallel/ep_testing.hpp"
 #include "../testing.hpp"
 
 using namespace penta;
@@ -82,6 +84,53 @@ TEST_CASE("loss scaler in training_step: f16 gradients overflow at scale 2^40, s
     // keeps small gradients that f16 flushes to zero at scale 1, so a little larger, not smaller)
     CHECK(std::isfinite(r.grad_norm));
     CHECK(std::abs(r.grad_norm - want.grad_norm) <= 0.05 * want.grad_norm);
+}
+
+TEST_CASE("loss scaling with a MoE balance loss: its gradient is S times too (bitwise the unscaled run), fp16 trains with it") {
+    const LlamaConfig cfg = ep_testing::moe_config();
+    RandomTokens data((int32_t)cfg.vocab);
+    BatchPlan plan;
+    plan.seq = 8, plan.micro_batch = 4, plan.global_batch = 4;
+    struct Trained {
+        std::vector<double> losses, aux;
+        std::vector<float> params;
+    };
+    // 4 steps of the MoE model (balance loss, coefficient 0.01) under `precision`, loss scale `scale` (0: none)
+    const auto train = [&](const char* precision, float scale) {
+        auto moe = std::make_shared<MoeLayer>(cfg, MoeOptions{}, Device::cpu);
+        ModelOptions o;
+        o.mlp_core = moe;
+        o.precision = Precision::named(precision);
+        Model m(cfg, Device::cpu, kModelSeed, o);
+        std::unique_ptr<AdamW> opt = make_adamw(m, kAdamW);
+        ExpertBalanceHooks balance(*moe, nullptr);
+        LossScaler scaler(LossScalerConfig{scale > 0 ? scale : 1.0f, 0.5f, 2.0f, 1000});
+        Trainer t{m, *opt, {&balance}};
+        if (scale > 0) t.scaler = &scaler;
+        Trained r;
+        for (int s = 0; s < 4; s++) {
+            const StepResult x = training_step(t, data, s, plan, kAdamW.lr, kClip);
+            CHECK_FALSE(x.skipped);
+            r.losses.push_back(x.loss);
+            r.aux.push_back(x.aux_loss);
+        }
+        r.params = m.params().to_host();
+        return r;
+    };
+    // in f32, a power-of-two scale is exact: scaling the loss gradient and dividing the update by S changes no
+    // bit, if the balance loss's gradient is scaled with the loss's (unscaled, the router would learn 1/S of it)
+    const Trained plain = train("fp32", 0), scaled = train("fp32", 4096);
+    REQUIRE(plain.aux[0] > 0);
+    CHECK(scaled.aux == plain.aux);  // reported unscaled
+    CHECK(scaled.losses == plain.losses);
+    CHECK(scaled.params == plain.params);
+    const Trained half = train("fp16", 65536);
+    for (size_t s = 0; s < plain.aux.size(); s++) {
+        INFO("step " << s + 1 << ": fp16 aux " << half.aux[s] << " loss " << half.losses[s] << ", fp32 aux "
+             << plain.aux[s] << " loss " << plain.losses[s]);
+        CHECK(std::abs(half.aux[s] - plain.aux[s]) <= 0.02 * plain.aux[s]);
+        CHECK(std::abs(half.losses[s] - plain.losses[s]) <= 0.02 * plain.losses[s]);
+    }
 }
 
 }  // TEST_SUITE

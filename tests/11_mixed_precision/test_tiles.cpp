@@ -1,7 +1,8 @@
 // test_tiles.cpp — FP8 with fine-grained scales (common/lowp_gemm.hpp): dequantise(quantise(x)) within the
 // format's bound in every tile; an outlier spoils only its own tile (per-tensor scaling loses its neighbours'
-// small values); the tiled fp8 GEMM equals the exact product of its dequantised inputs up to f32 rounding; and
-// the limited-precision accumulator with promotion every 128 elements of K against one that never promotes.
+// small values); the tiled fp8 GEMM equals the exact product of its dequantised inputs up to f32 rounding, its
+// right operand in 128x128 blocks (a weight) or 1x128 tiles (an activation); and the limited-precision
+// accumulator with promotion every 128 elements of K against one that never promotes.
 // Playbook: "Mixed precision training" (FP8, DeepSeek-V3). Run: `make test CH=11` (build/bin/tests_11 -tc='*tile*').
 #include <cmath>
 
@@ -98,27 +99,31 @@ TEST_CASE("tile quantisation: an outlier spoils only its own 1x128 tile; per-ten
 TEST_CASE("tile quantisation: the fp8 GEMM is the exact product of its dequantised tiles, promoted every 128 of K") {
     const int64_t M = 40, N = 300, K = 520;  // edge tiles in every dimension
     const std::vector<float> A = normal_values(M * K, 3), Bt = normal_values(N * K, 4);
-    std::vector<float> C(M * N, 1.0f);
-    fp8_gemm(A.data(), Bt.data(), C.data(), M, N, K, 0.5f, DType::e5m2, DType::e4m3);
-    const std::vector<float> a = quantise_tiles(A.data(), M, K, 1, kTile, DType::e5m2).dequantise();
-    const std::vector<float> b = quantise_tiles(Bt.data(), N, K, kTile, kTile, DType::e4m3).dequantise();
-    double worst_exact = 0, worst_true = 0;
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t n = 0; n < N; n++) {
-            double dq = 0.5, tr = 0.5, mag = 0;  // beta * C = 0.5
-            for (int64_t k = 0; k < K; k++) {
-                dq += (double)a[m * K + k] * b[n * K + k];
-                tr += (double)A[m * K + k] * Bt[n * K + k];
-                mag += std::fabs((double)A[m * K + k] * Bt[n * K + k]);
+    // the right operand a weight (128x128 blocks) or an activation (1x128 tiles, the weight-gradient GEMM's x)
+    for (int64_t b_tile_rows : {kTile, int64_t(1)}) {
+        std::vector<float> C(M * N, 1.0f);
+        fp8_gemm(A.data(), Bt.data(), C.data(), M, N, K, 0.5f, DType::e5m2, DType::e4m3, b_tile_rows);
+        const std::vector<float> a = quantise_tiles(A.data(), M, K, 1, kTile, DType::e5m2).dequantise();
+        const std::vector<float> b = quantise_tiles(Bt.data(), N, K, b_tile_rows, kTile, DType::e4m3).dequantise();
+        double worst_exact = 0, worst_true = 0;
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                double dq = 0.5, tr = 0.5, mag = 0;  // beta * C = 0.5
+                for (int64_t k = 0; k < K; k++) {
+                    dq += (double)a[m * K + k] * b[n * K + k];
+                    tr += (double)A[m * K + k] * Bt[n * K + k];
+                    mag += std::fabs((double)A[m * K + k] * Bt[n * K + k]);
+                }
+                worst_exact = std::max(worst_exact, std::fabs(C[m * N + n] - dq) / mag);
+                worst_true = std::max(worst_true, std::fabs(C[m * N + n] - tr) / mag);
             }
-            worst_exact = std::max(worst_exact, std::fabs(C[m * N + n] - dq) / mag);
-            worst_true = std::max(worst_true, std::fabs(C[m * N + n] - tr) / mag);
-        }
-    MESSAGE("fp8 GEMM (e5m2 x e4m3, K " << K << "): |C - dequantised product| / sum|a b| <= " << worst_exact
-            << ", |C - f32 product| / sum|a b| <= " << worst_true);
-    CHECK(worst_exact < 1e-6);  // f32 sums: only rounding
-    CHECK(worst_true < 0.25);   // e5m2's 1/8 + e4m3's 1/16 per product at most
-    CHECK(worst_true > 1e-3);   // and the inputs really were fp8
+        MESSAGE("fp8 GEMM (e5m2 x e4m3, K " << K << ", right operand in " << b_tile_rows << "x128 tiles): |C - "
+                "dequantised product| / sum|a b| <= " << worst_exact << ", |C - f32 product| / sum|a b| <= "
+                << worst_true);
+        CHECK(worst_exact < 1e-6);  // f32 sums: only rounding
+        CHECK(worst_true < 0.25);   // e5m2's 1/8 + e4m3's 1/16 per product at most
+        CHECK(worst_true > 1e-3);   // and the inputs really were fp8
+    }
 }
 
 TEST_CASE("tile quantisation: a 14-bit accumulator promoted every 128 elements keeps the sum; one that never promotes drifts") {
