@@ -12,7 +12,10 @@ transformers itself wrote and read. No weights can be downloaded here, so this s
   tokenizer OUT FILE.. trains a byte-level BPE with the tokenizers library on the files (GPT-2's ByteLevel
                        pre-tokenizer; --digits puts SmolLM's Digits splitter before it) and saves OUT
   encode TOK TEXT OUT  the tokenizers library's ids of the file TEXT, one line of integers, to OUT
-  check DIR OURS       loads DIR with LlamaForCausalLM.from_pretrained (what --export-hf wrote) and compares its
+  rope CONFIG OUT      transformers' rotary table for a config.json (ROPE_INIT_FUNCTIONS of its rope_type, what
+                       LlamaRotaryEmbedding holds), as the F32 tensor "inv_freq" of the safetensors file OUT
+  check DIR OURS       loads DIR with AutoModelForCausalLM.from_pretrained (what --export-hf wrote: a Llama, or a
+                       Mixtral for a mixture of experts) and compares its
                        logits on OURS' tokens with OURS' logits (a safetensors file: tokens I32, logits F32);
                        exit 1 when some |ours - theirs| > 1e-5 (|theirs| + max |theirs|)
 
@@ -36,9 +39,11 @@ def make(a):
                torch_dtype=a.dtype)
     if a.head_dim:
         cfg["head_dim"] = a.head_dim
-    if a.llama3:  # Llama 3.1's block, scaled down so the tiny model's wavelengths fall in all three bands
+    if a.llama3:  # Llama 3.1's block, scaled down so the tiny model's wavelengths fall in all three bands: with
+        # 64 original positions, wavelengths below 64/4 = 16 are kept (2 pi), those above 64 divided by the factor
+        # (628, 6283) and those between interpolated (62.8; head_dim 16 adds 19.9 and 199)
         cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                               "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+                               "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
     model = LlamaForCausalLM(LlamaConfig(**cfg))
     with torch.no_grad():  # norm weights of 1 would not test the norms' gradients or their loading
         for n, p in model.named_parameters():
@@ -68,7 +73,8 @@ def make(a):
 
 
 def check(a):
-    model = LlamaForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float64)
+    from transformers import AutoModelForCausalLM  # LlamaForCausalLM, or MixtralForCausalLM for a MoE export
+    model = AutoModelForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float64)
     ours = load_file(a.ours)
     tokens = ours["tokens"].long()
     want = model(input_ids=tokens).logits.reshape(-1, model.config.vocab_size)
@@ -76,9 +82,18 @@ def check(a):
     # relative to each value plus the tensor's scale, as the C++ tests' check_close_scaled: float32 sums in
     # another order differ from float64's by a few ulps of the large values, which is huge beside a logit near 0
     err = ((got - want).abs() / (want.abs() + want.abs().max())).max().item()
-    print(f"hf_reference check: transformers loaded {a.dir}; logits {tuple(want.shape)}, max |ours - theirs| / "
-          f"(|theirs| + max |theirs|) = {err:.2e} (limit 1e-5)")
+    print(f"hf_reference check: transformers' {type(model).__name__} loaded {a.dir}; logits {tuple(want.shape)}, "
+          f"max |ours - theirs| / (|theirs| + max |theirs|) = {err:.2e} (limit 1e-5)")
     return 0 if err <= 1e-5 else 1
+
+
+def rope(a):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    cfg = LlamaConfig.from_json_file(a.config)
+    kind = (cfg.rope_scaling or {}).get("rope_type", "default")
+    inv_freq, _ = ROPE_INIT_FUNCTIONS[kind](cfg, "cpu")
+    save_file({"inv_freq": inv_freq.to(torch.float32).contiguous()}, a.out)
+    return 0
 
 
 def tokenizer(a):
@@ -124,12 +139,15 @@ def main():
     e = sub.add_parser("encode")
     for name in ("tok", "text", "out"):
         e.add_argument(name)
+    r = sub.add_parser("rope")
+    r.add_argument("config")
+    r.add_argument("out")
     c = sub.add_parser("check")
     c.add_argument("dir")
     c.add_argument("ours")
     a = p.parse_args()
     torch.set_grad_enabled(a.cmd == "make")
-    sys.exit({"make": make, "check": check, "tokenizer": tokenizer, "encode": encode}[a.cmd](a))
+    sys.exit({"make": make, "check": check, "rope": rope, "tokenizer": tokenizer, "encode": encode}[a.cmd](a))
 
 
 if __name__ == "__main__":
