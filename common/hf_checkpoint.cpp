@@ -200,7 +200,28 @@ void HfCheckpoint::fill(const ParamLayout& layout, Tensor& flat) const {
     progress.finish();
 }
 
+void check_hf_exportable(const LlamaConfig& c) {
+    if (!c.moe.enabled()) return;
+    const MoeConfig& m = c.moe;
+    std::vector<std::string> gaps;  // what transformers' MixtralForCausalLM (4.4x) computes otherwise
+    if (m.shared_experts > 0) gaps.push_back(strfmt("%ld shared experts (DeepSeekMoE)", (long)m.shared_experts));
+    if (m.sigmoid_scores) gaps.push_back("sigmoid router scores (DeepSeek-V3; Mixtral's are a softmax)");
+    if (!m.norm_topk) gaps.push_back("top-k weights that are not renormalised to sum 1 (Mixtral renormalises)");
+    if (m.first_dense > 0) gaps.push_back(strfmt("%ld dense layers before the MoE ones (every Mixtral layer is one)",
+                                                 (long)m.first_dense));
+    if (m.naming != MoeNaming::mixtral) gaps.push_back(strfmt("%s tensor names", moe_naming_name(m.naming)));
+    if (c.head_dim() * c.n_heads != c.hidden)
+        gaps.push_back(strfmt("head_dim %ld != hidden %ld / heads %ld (Mixtral derives it)", (long)c.head_dim(),
+                              (long)c.hidden, (long)c.n_heads));
+    if (c.rope_scaling.type != RopeScaling::Type::none) gaps.push_back("a llama3 rope_scaling (Mixtral's RoPE has none)");
+    std::string all;
+    for (const std::string& g : gaps) all += (all.empty() ? "" : "; ") + g;
+    CHECK(gaps.empty(), "--export-hf: model %s is a mixture of experts, exported as transformers' MixtralForCausalLM, "
+          "which has no place for: %s", c.name.c_str(), all.c_str());
+}
+
 void write_hf_config(const LlamaConfig& c, DType dtype, const std::string& path) {
+    check_hf_exportable(c);
     nlohmann::json j = {
         {"architectures", {"LlamaForCausalLM"}},
         {"model_type", "llama"},
@@ -228,6 +249,16 @@ void write_hf_config(const LlamaConfig& c, DType dtype, const std::string& path)
                              {"original_max_position_embeddings", r.original_max_position}};
     } else {
         j["rope_scaling"] = nullptr;
+    }
+    if (c.moe.enabled()) {  // Mixtral: every layer's MLP is E experts of intermediate_size, k per token
+        j["architectures"] = {"MixtralForCausalLM"};
+        j["model_type"] = "mixtral";
+        j["intermediate_size"] = c.moe.expert_ffn;
+        j["num_local_experts"] = c.moe.experts;
+        j["num_experts_per_tok"] = c.moe.top_k;
+        j["router_jitter_noise"] = 0.0;
+        j["sliding_window"] = nullptr;
+        j.erase("head_dim");  // Mixtral's attention derives it (check_hf_exportable)
     }
     std::ofstream out(path);
     CHECK(out, "cannot write '%s': %s", path.c_str(), std::strerror(errno));
@@ -257,6 +288,10 @@ uint64_t export_hf(Model& model, const std::string& dir, const GridCoords& coord
                    const std::string& source_dir) {
     CHECK(world || world_size() == 1, "export_hf on %d ranks needs the world communicator", world_size());
     const LlamaConfig& c = model.config();
+    check_hf_exportable(c);  // before any file is written
+    const std::string lost = model.mlp().hf_export_gap();
+    CHECK(lost.empty(), "--export-hf: model %s has %s, which transformers' %s has no place for", c.name.c_str(),
+          lost.c_str(), c.moe.enabled() ? "MixtralForCausalLM" : "LlamaForCausalLM");
     const DType dtype = model.precision().param;
     const ParamLayout full = ParamLayout::build(c, LayoutOptions{}, &model.attention(), &model.mlp());
     std::vector<SafetensorsEntry> entries;

@@ -13,7 +13,8 @@
 // model would ignore silently (a bias, an unknown tensor) except a tied model's lm_head copy and the
 // rotary table some exports carry.
 //
-// Exporting from any layout: one consolidated model.safetensors. Rank 0 writes the header (every offset
+// Exporting from any layout: one consolidated model.safetensors; a mixture of experts as Mixtral
+// (check_hf_exportable), anything transformers would compute otherwise refused before a byte is written. Rank 0 writes the header (every offset
 // is known from the config alone) and the file's size; then every rank writes, at its offset, the part of
 // each tensor only it is responsible for (the rule of the gradient norm: counts_in_grad_norm — its own tp
 // shard, dp/cp/edp coordinate 0 for replicas, the first stage for a tied table), a ZeRO-3 rank gathering
@@ -68,7 +69,13 @@ class HfCheckpoint : public WeightSource {
 uint64_t export_hf(Model& model, const std::string& dir, const GridCoords& coords, Comm* world,
                    const std::string& source_dir = "");
 
-// config.json for transformers' LlamaForCausalLM: our config's keys, and torch_dtype from `dtype`
+// A mixture of experts exports as transformers' MixtralForCausalLM (config keys and tensor names): throws
+// naming each feature Mixtral has no place for (shared experts, sigmoid scores, top-k weights left
+// unnormalised, dense layers first, DeepSeek's names, a head_dim of its own, a llama3 rope_scaling). Nothing
+// for a dense Llama.
+void check_hf_exportable(const LlamaConfig& c);
+// config.json for transformers' LlamaForCausalLM, or MixtralForCausalLM for a mixture of experts
+// (check_hf_exportable): our config's keys, and torch_dtype from `dtype`
 void write_hf_config(const LlamaConfig& c, DType dtype, const std::string& path);
 
 }  // namespace penta

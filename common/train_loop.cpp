@@ -192,6 +192,7 @@ LlamaConfig resolve_model(const TrainConfig& cfg, int zero) {
     }
     if (!cfg.generate.empty()) make_tokenizer(cfg, mc)->encode(cfg.generate);  // a tokenizer that cannot encode says so now
     if (!cfg.export_hf.empty()) {
+        check_hf_exportable(mc);  // a MoE preset Mixtral cannot hold is refused before training, not after
         std::error_code ec;
         std::filesystem::create_directories(cfg.export_hf, ec);
         CHECK(!ec && std::filesystem::is_directory(cfg.export_hf, ec), "--export-hf %s: cannot create the directory: %s",
