@@ -64,37 +64,38 @@ void from_f32(DType dtype, const float* src, int64_t n, uint8_t* dst) {
 }
 
 
-// Prints "loading DIR: 41% (1.20 of 2.94 GB)" every two seconds on rank 0 while a large load runs.
+// Prints "loading DIR: 41% (1.20 of 2.94 GB)" on rank 0 while a large load runs (LoadProgressOptions).
 class Progress {
    public:
-    Progress(const std::string& what, double total) : what_(what), total_(total) {}
+    Progress(const std::string& what, double total, const LoadProgressOptions& o) : what_(what), total_(total), o_(o) {}
     void add(double bytes) {
         done_ += bytes;
-        if (world_rank() != 0 || total_ < kShowFrom) return;
+        if (!shown()) return;
         const double t = seconds();
-        if (t - shown_ < 2.0) return;
-        shown_ = t;
-        std::printf("%s: %.0f%% (%.2f of %.2f GB)\n", what_.c_str(), 100.0 * done_ / total_, done_ / 1e9, total_ / 1e9);
-        std::fflush(stdout);
+        if (t - last_ < o_.every_seconds) return;
+        last_ = t;
+        std::fprintf(o_.out, "%s: %.0f%% (%.2f of %.2f GB)\n", what_.c_str(), 100.0 * done_ / total_, done_ / 1e9,
+                     total_ / 1e9);
+        std::fflush(o_.out);
     }
     void finish() const {
-        if (world_rank() == 0 && total_ >= kShowFrom)
-            std::printf("%s: done, %.2f GB in %.1f s\n", what_.c_str(), total_ / 1e9, seconds());
+        if (shown()) std::fprintf(o_.out, "%s: done, %.2f GB in %.1f s\n", what_.c_str(), total_ / 1e9, seconds());
     }
 
    private:
-    static constexpr double kShowFrom = 256e6;  // bytes: smaller loads take no noticeable time
+    bool shown() const { return world_rank() == 0 && total_ >= o_.from_bytes && o_.out; }
     double seconds() const {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     }
     std::string what_;
-    double total_, done_ = 0, shown_ = 0;
+    double total_, done_ = 0, last_ = 0;
+    LoadProgressOptions o_;
     std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace
 
-HfCheckpoint::HfCheckpoint(const std::string& dir) : dir_(dir) {
+HfCheckpoint::HfCheckpoint(const std::string& dir, const LoadProgressOptions& progress) : dir_(dir), progress_(progress) {
     const fs::path d(dir), single = d / "model.safetensors", index = d / "model.safetensors.index.json";
     std::error_code ec;
     std::vector<std::string> names;  // of the files, in the index's order
@@ -176,7 +177,7 @@ void HfCheckpoint::fill(const ParamLayout& layout, Tensor& flat) const {
                       : Tensor::empty({layout.numel}, DType::f32, Device::cpu, Tag::workspace);
     double total = 0;
     for (const ParamTensor& t : layout.tensors) total += (double)t.numel() * safetensors_dtype_size(source(t.name).tensor->dtype);
-    Progress progress("loading " + dir_, total);
+    Progress progress("loading " + dir_, total, progress_);
     float* out = host.ptr<float>();
     for (const ParamTensor& t : layout.tensors) {
         const Source& src = source(t.name);

@@ -25,6 +25,7 @@
 // Test: tests/01_single_gpu/test_hf_checkpoint.cpp (transformers' random Llamas, one rank) and
 // tests/04_tensor_parallel/test_hf_tp.cpp (tp2, tp2 with two pipeline stages, export round trip).
 #pragma once
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,11 +40,19 @@ namespace penta {
 // true when path is a directory holding a config.json (what --model DIR means)
 bool is_hf_model_dir(const std::string& path);
 
+// The progress line of a large load: "loading DIR: 41% (1.20 of 2.94 GB)" at most every `every_seconds`, then
+// "loading DIR: done, 2.94 GB in 5.1 s", printed by world rank 0 to `out` when the rank reads at least
+// `from_bytes` (smaller loads take no noticeable time)
+struct LoadProgressOptions {
+    std::FILE* out = stdout;
+    double from_bytes = 256e6, every_seconds = 2;
+};
+
 class HfCheckpoint : public WeightSource {
    public:
     // Opens DIR's safetensors files (model.safetensors or the index's shards), checking each file's header
     // and that the index and the files agree. Throws naming the file, the tensor and the rule.
-    explicit HfCheckpoint(const std::string& dir);
+    explicit HfCheckpoint(const std::string& dir, const LoadProgressOptions& progress = {});
     const std::string& dir() const { return dir_; }
     // against the full model (built with the model's cores): every tensor present with its full shape and a
     // dtype we read, no tensor left over but a tied model's lm_head copy and a rotary table
@@ -58,6 +67,7 @@ class HfCheckpoint : public WeightSource {
     };
     const Source& source(const std::string& name) const;
     std::string dir_;
+    LoadProgressOptions progress_;
     std::vector<std::unique_ptr<SafetensorsFile>> files_;
     std::map<std::string, Source> sources_;
 };

@@ -83,11 +83,12 @@ TEST_CASE("Hugging Face checkpoints: transformers' random Llamas load and give i
     std::string why;
     const std::string py = python_with_hf(&why);
     if (py.empty()) SKIP_TEST(why);
-    HfSpec untied, tied_sharded, gqa_head_dim, bf16;
+    HfSpec untied, tied_sharded, gqa_head_dim, bf16, f16;
     tied_sharded.tied = true, tied_sharded.llama3 = true, tied_sharded.shard_kb = 20;
     gqa_head_dim.llama3 = true, gqa_head_dim.head_dim = 16, gqa_head_dim.layers = 2;
     bf16.tied = true, bf16.dtype = "bfloat16", bf16.layers = 2;
-    for (const HfSpec& spec : {untied, tied_sharded, gqa_head_dim, bf16}) {
+    f16.dtype = "float16", f16.layers = 2;  // F16 tensors, converted to the f32 policy as they are read
+    for (const HfSpec& spec : {untied, tied_sharded, gqa_head_dim, bf16, f16}) {
         CAPTURE(spec.str());
         const std::string dir = scratch("model");
         REQUIRE(make_hf_model(py, dir, spec));
@@ -175,6 +176,34 @@ TEST_CASE("Hugging Face checkpoints: export then reload gives the same bits; bf1
         const std::vector<float> all = a.params().to_host();
         CHECK(unit.to_host() == std::vector<float>(all.begin() + u.offset, all.begin() + u.offset + u.numel));
     }
+    std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST_CASE("Hugging Face checkpoints: a large load prints its progress, then the total and the time") {
+    const std::string dir = scratch("progress");
+    Model a(preset("small"), Device::cpu, 5);  // 3.0M f32 parameters: 12 MB
+    export_hf(a, dir, GridCoords{}, nullptr);
+    const std::string log = scratch("progress.log");
+    std::FILE* out = std::fopen(log.c_str(), "w");
+    REQUIRE(out);
+    ModelOptions o;  // a line for every tensor, as a load of 256 MB and more would print every 2 s
+    o.weights = std::make_shared<HfCheckpoint>(dir, LoadProgressOptions{out, 0, 0});
+    Model b(resolve_model(dir), Device::cpu, 1, o);
+    std::fclose(out);
+    std::ifstream in(log);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    REQUIRE(lines.size() == a.tensors().size() + 1);
+    CHECK(lines.front().rfind("loading " + dir + ": ", 0) == 0);
+    CHECK(lines[lines.size() - 2] == "loading " + dir + ": 100% (0.01 of 0.01 GB)");
+    CHECK(lines.back().rfind("loading " + dir + ": done, 0.01 GB in ", 0) == 0);
+    CHECK(b.params().to_host() == a.params().to_host());
+    out = std::fopen(log.c_str(), "w");  // the default threshold: a 12 MB load says nothing
+    o.weights = std::make_shared<HfCheckpoint>(dir, LoadProgressOptions{out});
+    Model quiet(resolve_model(dir), Device::cpu, 1, o);
+    CHECK(std::ftell(out) == 0);
+    std::fclose(out);
+    std::remove(log.c_str());
     std::system(("rm -rf '" + dir + "'").c_str());
 }
 

@@ -52,7 +52,7 @@ TEST_CASE("tokenizer: our byte-level BPE encodes like the tokenizers library and
                              variant).c_str()) == 0);
         std::unique_ptr<Tokenizer> t = load_tokenizer_json(tok);
         CHECK(t->vocab_size() == 512);
-        for (const std::string text_file : {sample, std::string("/usr/share/common-licenses/GPL-3")}) {
+        for (const std::string& text_file : {sample, std::string("/usr/share/common-licenses/GPL-3")}) {
             CAPTURE(text_file);
             REQUIRE(std::system((py + " " PENTA_SOURCE_DIR "/tools/hf_reference.py encode " + tok + " " + text_file +
                                  " " + ids).c_str()) == 0);
