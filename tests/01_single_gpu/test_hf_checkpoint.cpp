@@ -4,7 +4,6 @@
 // equals transformers' bit for bit; export and reload give back the same bits; bad safetensors files and
 // config keys we do not implement are refused naming the file, the key and the rule.
 //   build/bin/tests_01 -ts='ch01 np1' -tc='*Hugging Face*,*safetensors*,*refused*'
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -21,8 +20,6 @@ using penta::testing::contains;
 using penta::testing::error_of;
 
 namespace {
-
-std::string scratch(const std::string& what) { return "/tmp/penta_hf_" + std::to_string(getpid()) + "_" + what; }
 
 // a model of --model dir's config and weights on the CPU
 std::unique_ptr<Model> load(const std::string& dir, const ModelOptions& base = {}) {

@@ -5,7 +5,6 @@
 // file is written.
 // Playbook: "Expert parallelism", "5D parallelism in a nutshell" (checkpoints).
 //   build/bin/tests_08 -ts='ch08 np1' -tc='Mixtral*'
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -22,8 +21,6 @@ using penta::testing::contains;
 using penta::testing::error_of;
 
 namespace {
-
-std::string scratch(const std::string& what) { return "/tmp/penta_mixtral_" + std::to_string(getpid()) + "_" + what; }
 
 // a one-rank MoE model of config c (weights from w, else seeded) with chapter 08's layer
 std::unique_ptr<Model> moe_model(const LlamaConfig& c, MoeBalance balance = MoeBalance::none,
