@@ -10,6 +10,7 @@
 #include <string>
 
 #include "config.hpp"
+#include "memory_bound.hpp"
 #include "metrics.hpp"
 #include "tokenizer.hpp"
 #include "training_step.hpp"
@@ -22,32 +23,12 @@ LlamaConfig resolve_model(const std::string& flag_value);
 // --model, checked against --seq (the model's max_seq) and check_memory_bound on --device (zero: the chapter's
 // --zero stage); the files named by --val-data, --tokenizer (with --generate) and --export-hf checked too,
 // before any work
-constexpr int kZeroUnknown = -1;  // a chapter that does not say: ZeRO as deep as the layout allows
 LlamaConfig resolve_model(const TrainConfig& cfg, int zero = kZeroUnknown);
 // --generate's tokenizer: --tokenizer, else --model DIR's tokenizer.json, else the byte tokenizer; its
 // vocabulary must fit the model's
 std::unique_ptr<Tokenizer> make_tokenizer(const TrainConfig& cfg, const LlamaConfig& mc);
 // the end-of-text ids of a HF folder (generation_config.json or config.json's eos_token_id); none otherwise
 std::vector<int32_t> eos_token_ids(const std::string& model);
-// Bytes the rank that holds the most allocates at least, by kind. Model state in the precision policy's
-// bytes (--precision): weights, gradients, and AdamW's two f32 moments and f32 master copy, which --steps 0
-// never allocates; each cut by --tp (a MoE's experts also by --ep), ZeRO's stage over dp x cp (1: AdamW's
-// state, 2: + gradients, 3: + weights), and the pipeline: the largest of the --pp stages holds at least their
-// average, ceil(L / pp) layers, and the embedding or the head with a layer. Then one micro-batch's
-// activations in that stage (formulas.hpp; cut by --tp and --cp; none with --steps 0) and, on the host, the
-// step's token batch.
-struct MemoryBound {
-    double weights = 0, grads = 0, optim = 0, acts = 0, batch = 0;
-    double total() const { return weights + grads + optim + acts + batch; }
-    MemoryBound& operator+=(const MemoryBound& o);
-    MemoryBound scaled(double f) const;
-};
-MemoryBound memory_lower_bound(const TrainConfig& cfg, const LlamaConfig& mc, Device device, int zero = kZeroUnknown);
-// Before anything is allocated: throws naming the flags and the bytes of each kind when memory_lower_bound
-// exceeds the memory one rank has (capacity; 0: the GPU's, on CPU the node's RAM over its ranks), so a run
-// that cannot fit fails at once instead of in the allocator or the kernel's OOM killer.
-void check_memory_bound(const TrainConfig& cfg, const LlamaConfig& mc, Device device, int zero = kZeroUnknown,
-                        double capacity = 0);
 // the world communicator of --comm on `device`, its blocking waits under --comm-timeout (watchdog.hpp)
 std::unique_ptr<Comm> make_world_comm(const TrainConfig& cfg, Device device);
 // --recompute, --attention (no parallelism); with --model DIR the weights from DIR's safetensors

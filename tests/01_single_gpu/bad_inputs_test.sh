@@ -5,7 +5,7 @@
 # One row per command line: the arguments, then the text the output must contain (tests/expect_fail.sh:
 # exit non-zero, not by a signal, within 10 s). The rows cover the edge values of every flag (zero,
 # negative, inf, nan, out of range, not a number), the products of sizes that overflow or exceed their
-# limits (common/config.cpp), the memory a run cannot have (train_loop.cpp), and bad models and data
+# limits (common/config.cpp), the memory a run cannot have (memory_bound.cpp), and bad models and data
 # files: missing, a directory, not JSON, a bad llm.c header, token ids beyond the vocabulary. Chapter 02's
 # and later chapters' tables hold the multi-rank rows. Prints "N passed, N failed, N skipped"; `make test
 # CH=01` runs it.

@@ -1,5 +1,5 @@
 // test_memory_bound.cpp — the memory estimate made before anything is allocated (check_memory_bound,
-// common/train_loop.hpp) is a lower bound of what a rank allocates, and a tight one: equal to the allocator's
+// common/memory_bound.hpp) is a lower bound of what a rank allocates, and a tight one: equal to the allocator's
 // model state at one rank; at or below the largest pipeline stage's and tensor-parallel shard's; cut by
 // ZeRO's stages and the precision policy's bytes; with --steps 0 no AdamW state (and AdamW allocates none).
 // A layout that fits is not refused, one that does not is, naming the bytes of each kind.
