@@ -71,7 +71,7 @@ MoeOptions moe_options(const ExpertParallelFlags& f) {
 }
 
 LlamaConfig resolve_moe_model(const TrainConfig& cfg, const ExpertParallelFlags& f) {
-    LlamaConfig mc = resolve_model(cfg);
+    LlamaConfig mc = resolve_model(cfg, (int)f.zero);
     CHECK(mc.moe.enabled(), "--model %s is a dense model: chapter 08 trains a mixture of experts (tiny-moe, "
           "mixtral-8x7b, deepseek-moe-16b or a mixtral config.json)", cfg.model.c_str());
     if (!f.router.empty()) mc.moe.sigmoid_scores = f.router == "sigmoid";

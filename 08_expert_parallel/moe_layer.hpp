@@ -57,6 +57,7 @@ class MoeLayer : public MlpCore {
 
     void declare(LayoutBuilder& b) const override;
     bool has_aux_loss() const override { return router_.aux_coef() > 0; }
+    std::string hf_export_gap() const override;
     std::unique_ptr<MlpActs> forward(const LlamaConfig& c, const LayerParams& w, const MicroBatch& mb,
                                      double global_tokens, const Tensor& x, Tensor& y, Tag saved) override;
     Tensor backward_input(const LayerParams& w, MlpActs& acts, const Tensor& dy, Tag keep) override;

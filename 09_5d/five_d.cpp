@@ -75,7 +75,7 @@ bool parse_5d_flags(int argc, char** argv, TrainConfig& cfg, FiveDFlags& f) {
 }
 
 LlamaConfig resolve_5d_model(const TrainConfig& cfg, const FiveDFlags& f) {
-    const LlamaConfig mc = resolve_model(cfg);
+    const LlamaConfig mc = resolve_model(cfg, (int)f.zero);
     return mc.moe.enabled() ? resolve_moe_model(cfg, f.moe) : mc;
 }
 

@@ -64,37 +64,38 @@ void from_f32(DType dtype, const float* src, int64_t n, uint8_t* dst) {
 }
 
 
-// Prints "loading DIR: 41% (1.20 of 2.94 GB)" every two seconds on rank 0 while a large load runs.
+// Prints "loading DIR: 41% (1.20 of 2.94 GB)" on rank 0 while a large load runs (LoadProgressOptions).
 class Progress {
    public:
-    Progress(const std::string& what, double total) : what_(what), total_(total) {}
+    Progress(const std::string& what, double total, const LoadProgressOptions& o) : what_(what), total_(total), o_(o) {}
     void add(double bytes) {
         done_ += bytes;
-        if (world_rank() != 0 || total_ < kShowFrom) return;
+        if (!shown()) return;
         const double t = seconds();
-        if (t - shown_ < 2.0) return;
-        shown_ = t;
-        std::printf("%s: %.0f%% (%.2f of %.2f GB)\n", what_.c_str(), 100.0 * done_ / total_, done_ / 1e9, total_ / 1e9);
-        std::fflush(stdout);
+        if (t - last_ < o_.every_seconds) return;
+        last_ = t;
+        std::fprintf(o_.out, "%s: %.0f%% (%.2f of %.2f GB)\n", what_.c_str(), 100.0 * done_ / total_, done_ / 1e9,
+                     total_ / 1e9);
+        std::fflush(o_.out);
     }
     void finish() const {
-        if (world_rank() == 0 && total_ >= kShowFrom)
-            std::printf("%s: done, %.2f GB in %.1f s\n", what_.c_str(), total_ / 1e9, seconds());
+        if (shown()) std::fprintf(o_.out, "%s: done, %.2f GB in %.1f s\n", what_.c_str(), total_ / 1e9, seconds());
     }
 
    private:
-    static constexpr double kShowFrom = 256e6;  // bytes: smaller loads take no noticeable time
+    bool shown() const { return world_rank() == 0 && total_ >= o_.from_bytes && o_.out; }
     double seconds() const {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     }
     std::string what_;
-    double total_, done_ = 0, shown_ = 0;
+    double total_, done_ = 0, last_ = 0;
+    LoadProgressOptions o_;
     std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace
 
-HfCheckpoint::HfCheckpoint(const std::string& dir) : dir_(dir) {
+HfCheckpoint::HfCheckpoint(const std::string& dir, const LoadProgressOptions& progress) : dir_(dir), progress_(progress) {
     const fs::path d(dir), single = d / "model.safetensors", index = d / "model.safetensors.index.json";
     std::error_code ec;
     std::vector<std::string> names;  // of the files, in the index's order
@@ -176,7 +177,7 @@ void HfCheckpoint::fill(const ParamLayout& layout, Tensor& flat) const {
                       : Tensor::empty({layout.numel}, DType::f32, Device::cpu, Tag::workspace);
     double total = 0;
     for (const ParamTensor& t : layout.tensors) total += (double)t.numel() * safetensors_dtype_size(source(t.name).tensor->dtype);
-    Progress progress("loading " + dir_, total);
+    Progress progress("loading " + dir_, total, progress_);
     float* out = host.ptr<float>();
     for (const ParamTensor& t : layout.tensors) {
         const Source& src = source(t.name);
@@ -200,7 +201,28 @@ void HfCheckpoint::fill(const ParamLayout& layout, Tensor& flat) const {
     progress.finish();
 }
 
+void check_hf_exportable(const LlamaConfig& c) {
+    if (!c.moe.enabled()) return;
+    const MoeConfig& m = c.moe;
+    std::vector<std::string> gaps;  // what transformers' MixtralForCausalLM (4.4x) computes otherwise
+    if (m.shared_experts > 0) gaps.push_back(strfmt("%ld shared experts (DeepSeekMoE)", (long)m.shared_experts));
+    if (m.sigmoid_scores) gaps.push_back("sigmoid router scores (DeepSeek-V3; Mixtral's are a softmax)");
+    if (!m.norm_topk) gaps.push_back("top-k weights that are not renormalised to sum 1 (Mixtral renormalises)");
+    if (m.first_dense > 0) gaps.push_back(strfmt("%ld dense layers before the MoE ones (every Mixtral layer is one)",
+                                                 (long)m.first_dense));
+    if (m.naming != MoeNaming::mixtral) gaps.push_back(strfmt("%s tensor names", moe_naming_name(m.naming)));
+    if (c.head_dim() * c.n_heads != c.hidden)
+        gaps.push_back(strfmt("head_dim %ld != hidden %ld / heads %ld (Mixtral derives it)", (long)c.head_dim(),
+                              (long)c.hidden, (long)c.n_heads));
+    if (c.rope_scaling.type != RopeScaling::Type::none) gaps.push_back("a llama3 rope_scaling (Mixtral's RoPE has none)");
+    std::string all;
+    for (const std::string& g : gaps) all += (all.empty() ? "" : "; ") + g;
+    CHECK(gaps.empty(), "--export-hf: model %s is a mixture of experts, exported as transformers' MixtralForCausalLM, "
+          "which has no place for: %s", c.name.c_str(), all.c_str());
+}
+
 void write_hf_config(const LlamaConfig& c, DType dtype, const std::string& path) {
+    check_hf_exportable(c);
     nlohmann::json j = {
         {"architectures", {"LlamaForCausalLM"}},
         {"model_type", "llama"},
@@ -228,6 +250,16 @@ void write_hf_config(const LlamaConfig& c, DType dtype, const std::string& path)
                              {"original_max_position_embeddings", r.original_max_position}};
     } else {
         j["rope_scaling"] = nullptr;
+    }
+    if (c.moe.enabled()) {  // Mixtral: every layer's MLP is E experts of intermediate_size, k per token
+        j["architectures"] = {"MixtralForCausalLM"};
+        j["model_type"] = "mixtral";
+        j["intermediate_size"] = c.moe.expert_ffn;
+        j["num_local_experts"] = c.moe.experts;
+        j["num_experts_per_tok"] = c.moe.top_k;
+        j["router_jitter_noise"] = 0.0;
+        j["sliding_window"] = nullptr;
+        j.erase("head_dim");  // Mixtral's attention derives it (check_hf_exportable)
     }
     std::ofstream out(path);
     CHECK(out, "cannot write '%s': %s", path.c_str(), std::strerror(errno));
@@ -257,6 +289,10 @@ uint64_t export_hf(Model& model, const std::string& dir, const GridCoords& coord
                    const std::string& source_dir) {
     CHECK(world || world_size() == 1, "export_hf on %d ranks needs the world communicator", world_size());
     const LlamaConfig& c = model.config();
+    check_hf_exportable(c);  // before any file is written
+    const std::string lost = model.mlp().hf_export_gap();
+    CHECK(lost.empty(), "--export-hf: model %s has %s, which transformers' %s has no place for", c.name.c_str(),
+          lost.c_str(), c.moe.enabled() ? "MixtralForCausalLM" : "LlamaForCausalLM");
     const DType dtype = model.precision().param;
     const ParamLayout full = ParamLayout::build(c, LayoutOptions{}, &model.attention(), &model.mlp());
     std::vector<SafetensorsEntry> entries;

@@ -13,7 +13,8 @@
 // model would ignore silently (a bias, an unknown tensor) except a tied model's lm_head copy and the
 // rotary table some exports carry.
 //
-// Exporting from any layout: one consolidated model.safetensors. Rank 0 writes the header (every offset
+// Exporting from any layout: one consolidated model.safetensors; a mixture of experts as Mixtral
+// (check_hf_exportable), anything transformers would compute otherwise refused before a byte is written. Rank 0 writes the header (every offset
 // is known from the config alone) and the file's size; then every rank writes, at its offset, the part of
 // each tensor only it is responsible for (the rule of the gradient norm: counts_in_grad_norm — its own tp
 // shard, dp/cp/edp coordinate 0 for replicas, the first stage for a tied table), a ZeRO-3 rank gathering
@@ -24,6 +25,7 @@
 // Test: tests/01_single_gpu/test_hf_checkpoint.cpp (transformers' random Llamas, one rank) and
 // tests/04_tensor_parallel/test_hf_tp.cpp (tp2, tp2 with two pipeline stages, export round trip).
 #pragma once
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,11 +40,19 @@ namespace penta {
 // true when path is a directory holding a config.json (what --model DIR means)
 bool is_hf_model_dir(const std::string& path);
 
+// The progress line of a large load: "loading DIR: 41% (1.20 of 2.94 GB)" at most every `every_seconds`, then
+// "loading DIR: done, 2.94 GB in 5.1 s", printed by world rank 0 to `out` when the rank reads at least
+// `from_bytes` (smaller loads take no noticeable time)
+struct LoadProgressOptions {
+    std::FILE* out = stdout;
+    double from_bytes = 256e6, every_seconds = 2;
+};
+
 class HfCheckpoint : public WeightSource {
    public:
     // Opens DIR's safetensors files (model.safetensors or the index's shards), checking each file's header
     // and that the index and the files agree. Throws naming the file, the tensor and the rule.
-    explicit HfCheckpoint(const std::string& dir);
+    explicit HfCheckpoint(const std::string& dir, const LoadProgressOptions& progress = {});
     const std::string& dir() const { return dir_; }
     // against the full model (built with the model's cores): every tensor present with its full shape and a
     // dtype we read, no tensor left over but a tied model's lm_head copy and a rotary table
@@ -57,6 +67,7 @@ class HfCheckpoint : public WeightSource {
     };
     const Source& source(const std::string& name) const;
     std::string dir_;
+    LoadProgressOptions progress_;
     std::vector<std::unique_ptr<SafetensorsFile>> files_;
     std::map<std::string, Source> sources_;
 };
@@ -68,7 +79,13 @@ class HfCheckpoint : public WeightSource {
 uint64_t export_hf(Model& model, const std::string& dir, const GridCoords& coords, Comm* world,
                    const std::string& source_dir = "");
 
-// config.json for transformers' LlamaForCausalLM: our config's keys, and torch_dtype from `dtype`
+// A mixture of experts exports as transformers' MixtralForCausalLM (config keys and tensor names): throws
+// naming each feature Mixtral has no place for (shared experts, sigmoid scores, top-k weights left
+// unnormalised, dense layers first, DeepSeek's names, a head_dim of its own, a llama3 rope_scaling). Nothing
+// for a dense Llama.
+void check_hf_exportable(const LlamaConfig& c);
+// config.json for transformers' LlamaForCausalLM, or MixtralForCausalLM for a mixture of experts
+// (check_hf_exportable): our config's keys, and torch_dtype from `dtype`
 void write_hf_config(const LlamaConfig& c, DType dtype, const std::string& path);
 
 }  // namespace penta

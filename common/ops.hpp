@@ -154,6 +154,9 @@ double cross_entropy_forward_backward(const Tensor& logits, const Tensor& target
 // ---- optimizer -----------------------------------------------------------------------------------------
 struct AdamWConfig {
     float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+    // false: the run never steps (--steps 0: export or generate only), so AdamW allocates no moments or
+    // master copy (12 of fp32's 16 bytes a parameter) and refuses to step
+    bool trains = true;
 };
 // The step's scalars, computed once on the host in double, by the CPU and the CUDA update alike (so both
 // round them the same): decay = 1 - lr·wd, step_size = lr / (1 - beta1^step), bc2_sqrt = sqrt(1 - beta2^step)

@@ -64,6 +64,7 @@ AdamW::AdamW(Tensor param_, Tensor grad_, std::vector<ParamRange> ranges, AdamWC
               "AdamW: ranges [%ld, +%ld) and [%ld, +%ld) overlap", (long)sorted[i - 1].offset,
               (long)sorted[i - 1].count, (long)r.offset, (long)r.count);
     }
+    if (!cfg.trains) return;  // nothing will be updated: no state to keep
     if (fp32_master) {
         master = Tensor::empty({n}, DType::f32, param.device(), Tag::master);
         if (param.dtype == DType::f32) copy(master, param);
@@ -90,6 +91,7 @@ double AdamW::grad_norm() {
 }
 
 void AdamW::update(float lr, float grad_scale) {
+    CHECK(cfg.trains, "AdamW: built for a run that does not train (--steps 0: no moments allocated), asked to step");
     step_count++;
     for (const auto& r : ranges_) {
         AdamWConfig c = cfg;

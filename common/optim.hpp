@@ -51,7 +51,8 @@ class AdamW {
     // policy's parameter dtype; grad: f32, same numel and device. ranges: disjoint, inside the buffer;
     // elements outside every range are not updated. Empty ranges: one decayed range over everything.
     // fp32_master: keep an f32 copy of the weights (Tag::master, initialised from param), step it, and
-    // write it back rounded into param; required when param is not f32.
+    // write it back rounded into param; required when param is not f32. cfg.trains false (--steps 0): none of
+    // master, m and v is allocated, and update() refuses.
     // norm_group: the group whose ranks together hold every gradient once (the world, counted by the
     // ranges' in_norm); nullptr: this rank holds them all.
     AdamW(Tensor param, Tensor grad, std::vector<ParamRange> ranges, AdamWConfig cfg, bool fp32_master = false,

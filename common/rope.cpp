@@ -2,7 +2,9 @@
 //
 // Every step is the f32 operation PyTorch performs, in its order: a Python scalar meeting an f32 tensor is
 // rounded to f32 first, and `scalar / tensor` is tensor.reciprocal() * scalar (torch.Tensor.__rtruediv__).
-// Test: `build/bin/tests_01 -ts='ch01 np1' -tc='*rope*'`.
+// Each product is rounded before the sum that follows it, as PyTorch rounds every op's result: the Makefile
+// compiles this file with -ffp-contract=off, so GCC does not fuse `a * b + c` into one FMA (one rounding).
+// Test: `build/bin/tests_01 -ts='ch01 np1' -tc='RoPE*'`.
 #include "rope.hpp"
 
 #include <cmath>

@@ -6,7 +6,7 @@
 //
 // Playbook: "Context parallelism" (RoPE makes attention depend on relative positions only); Llama 3.1's
 // "rope_scaling" (transformers' _compute_llama3_parameters). Test: tests/01_single_gpu/test_hf_checkpoint.cpp
-// compares the table bit for bit with transformers' (`build/bin/tests_01 -ts='ch01 np1' -tc='*rope*'`).
+// compares the table bit for bit with transformers' (`build/bin/tests_01 -ts='ch01 np1' -tc='RoPE*'`).
 #pragma once
 #include <vector>
 

@@ -153,6 +153,9 @@ class MlpCore {
     virtual void declare(LayoutBuilder& b) const = 0;
     // true when forward may set MlpActs::aux_loss (a MoE core): the step then reports it, summed over ranks
     virtual bool has_aux_loss() const { return false; }
+    // what a Hugging Face export of this core would lose, for --export-hf's refusal ("": nothing); a MoE
+    // core's per-expert routing bias, which transformers' Mixtral has no place for
+    virtual std::string hf_export_gap() const { return ""; }
     // forward allocates what it keeps with `saved`; returns it, and y through the argument. mb and
     // global_tokens (the loss's denominator) let a core scale its aux loss the layout-independent way the
     // model scales the loss.

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "core.hpp"
+#include "pretokenize.hpp"
 
 namespace penta {
 
@@ -49,20 +50,6 @@ std::string utf8(uint32_t cp) {
     return s;
 }
 
-// the code point at s[i] and its length in bytes; a byte that starts no valid sequence is itself (length 1)
-std::pair<uint32_t, int> next_cp(const std::string& s, size_t i) {
-    const unsigned char c = s[i];
-    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 0 || i + len > s.size()) return {0xFFFD, 1};
-    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    for (int k = 1; k < len; k++) {
-        const unsigned char d = s[i + k];
-        if ((d >> 6) != 2) return {0xFFFD, 1};
-        cp = (cp << 6) | (d & 0x3F);
-    }
-    return {cp, len};
-}
-
 // GPT-2's bytes_to_unicode: printable bytes stand for themselves, the other 68 are shifted to 256 + n
 std::vector<uint32_t> byte_alphabet() {
     std::vector<uint32_t> cp(256, 0);
@@ -73,73 +60,6 @@ std::vector<uint32_t> byte_alphabet() {
     int n = 0;
     for (int b = 0; b < 256; b++) cp[b] = kept[b] ? (uint32_t)b : (uint32_t)(256 + n++);
     return cp;
-}
-
-// ---- the regex's classes (\s, \p{L}, \p{N}); see the header for how far they are exact -------------------
-
-bool is_space(uint32_t c) {
-    return (c >= 9 && c <= 13) || c == ' ' || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
-           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
-bool is_number(uint32_t c) {
-    return (c >= '0' && c <= '9') || c == 0xB2 || c == 0xB3 || c == 0xB9 || (c >= 0xBC && c <= 0xBE) ||
-           (c >= 0x660 && c <= 0x669) || (c >= 0x2070 && c <= 0x2079) || (c >= 0x2080 && c <= 0x2089) ||
-           (c >= 0x2150 && c <= 0x2189) || (c >= 0x2460 && c <= 0x249B) || (c >= 0xFF10 && c <= 0xFF19);
-}
-bool is_letter(uint32_t c) {
-    if (c < 0x80) return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-    if (c < 0xC0) return c == 0xAA || c == 0xB5 || c == 0xBA;  // Latin-1's symbols are not letters, but these
-    if (c == 0xD7 || c == 0xF7) return false;                  // × ÷
-    if (is_space(c) || is_number(c)) return false;
-    // general punctuation, currency, arrows, math, box drawing, CJK punctuation, fullwidth ASCII punctuation
-    if ((c >= 0x2000 && c <= 0x2BFF) || (c >= 0x3000 && c <= 0x303F) || (c >= 0xFF00 && c <= 0xFF0F) ||
-        (c >= 0xFF1A && c <= 0xFF20) || c == 0xFFFD)
-        return false;
-    return true;
-}
-
-// GPT-2's pattern over the code points of a piece: its matches, in order (together, the piece)
-std::vector<std::string> gpt2_split(const std::string& s) {
-    std::vector<uint32_t> cp;
-    std::vector<size_t> at;  // byte offset of each code point, and the end
-    for (size_t i = 0; i < s.size();) {
-        auto [c, len] = next_cp(s, i);
-        cp.push_back(c);
-        at.push_back(i);
-        i += len;
-    }
-    at.push_back(s.size());
-    const size_t n = cp.size();
-    auto other = [&](uint32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); };
-    auto run = [&](size_t j, bool (*cls)(uint32_t)) {
-        while (j < n && cls(cp[j])) j++;
-        return j;
-    };
-    std::vector<std::string> out;
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        if (cp[i] == '\'' && i + 1 < n) {  // 's 't 're 've 'm 'll 'd
-            const uint32_t a = cp[i + 1], b = i + 2 < n ? cp[i + 2] : 0;
-            if (a == 's' || a == 't' || a == 'm' || a == 'd') j = i + 2;
-            else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) j = i + 3;
-        }
-        if (j == i) {
-            const size_t k = cp[i] == ' ' && i + 1 < n ? i + 1 : i;  // the optional leading space
-            if (is_letter(cp[k])) j = run(k, is_letter);
-            else if (is_number(cp[k])) j = run(k, is_number);
-            else if (other(cp[k])) {
-                j = k;
-                while (j < n && other(cp[j])) j++;
-            }
-        }
-        if (j == i) {  // whitespace: \s+(?!\S) leaves the last space to the word after it, else \s+
-            const size_t k = run(i, is_space);
-            j = k == n || k - i < 2 ? k : k - 1;
-        }
-        out.push_back(s.substr(at[i], at[j] - at[i]));
-        i = j;
-    }
-    return out;
 }
 
 // ---- byte-level BPE --------------------------------------------------------------------------------------
@@ -183,6 +103,7 @@ class ByteLevelBpe : public Tokenizer {
         }
         std::sort(added_.begin(), added_.end(), [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
         read_pre_tokenizer(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : nlohmann::json());
+        if (j.contains("post_processor") && !j["post_processor"].is_null()) read_post_processor(j["post_processor"]);
         if (j.contains("normalizer") && !j["normalizer"].is_null())  // it would change the text before the cut
             encode_refusal_ = "its normalizer " + j["normalizer"].value("type", std::string("?")) + " is not implemented";
         const std::vector<uint32_t> alphabet = byte_alphabet();
@@ -199,7 +120,7 @@ class ByteLevelBpe : public Tokenizer {
 
     std::vector<int32_t> encode(const std::string& text) const override {
         CHECK(encode_refusal_.empty(), "%s: cannot encode text: %s", path_.c_str(), encode_refusal_.c_str());
-        std::vector<int32_t> ids;
+        std::vector<int32_t> ids = prefix_;
         size_t i = 0, plain = 0;  // plain: where the text since the last added token starts
         while (i <= text.size()) {
             const std::pair<std::string, int32_t>* hit = nullptr;
@@ -218,6 +139,7 @@ class ByteLevelBpe : public Tokenizer {
             i += hit->first.size();
             plain = i;
         }
+        ids.insert(ids.end(), suffix_.begin(), suffix_.end());
         return ids;
     }
 
@@ -232,7 +154,7 @@ class ByteLevelBpe : public Tokenizer {
                 continue;
             }
             for (size_t i = 0; i < t.size();) {
-                auto [c, len] = next_cp(t, i);
+                auto [c, len] = next_code_point(t, i);
                 auto it = char_byte_.find(c);
                 if (it != char_byte_.end()) out += (char)it->second;
                 else out += t.substr(i, len);
@@ -244,8 +166,9 @@ class ByteLevelBpe : public Tokenizer {
 
    private:
     struct PreStep {
-        enum Kind { byte_level, digits } kind;
+        enum Kind { byte_level, digits, split } kind;
         bool add_prefix_space = false, use_regex = true, individual_digits = false;
+        int split_digits = 0;  // split: Llama 3's regex with \p{N}{1,split_digits} (pretokenize.hpp)
     };
 
     void add_token(const std::string& s, int32_t id) {
@@ -272,9 +195,43 @@ class ByteLevelBpe : public Tokenizer {
             PreStep s{PreStep::digits};
             s.individual_digits = pt.value("individual_digits", false);
             steps_.push_back(s);
+        } else if (type == "Split") {  // a regex: Llama 3's (and Qwen2's) is written out in pretokenize.cpp
+            const nlohmann::json& pat = pt.contains("pattern") ? pt["pattern"] : nlohmann::json();
+            const bool regex = pat.is_object() && pat.contains("Regex") && pat["Regex"].is_string();
+            PreStep s{PreStep::split};
+            s.split_digits = regex ? llama3_pattern_digits(pat["Regex"].get<std::string>()) : 0;
+            const bool isolated = pt.contains("behavior") && pt["behavior"] == "Isolated" && pt.value("invert", false) == false;
+            if (s.split_digits > 0 && isolated) steps_.push_back(s);
+            else if (encode_refusal_.empty())
+                encode_refusal_ = "its Split pre-tokenizer " + pt.dump() + " is not implemented (only Llama 3's and "
+                                  "Qwen2's regex, behavior Isolated); decoding works";
         } else if (encode_refusal_.empty()) {
-            encode_refusal_ = "its pre-tokenizer " + type +
-                              " is not implemented (ByteLevel, Digits and a Sequence of them are); decoding works";
+            encode_refusal_ = "its pre-tokenizer " + type + " is not implemented (ByteLevel, Digits, Llama 3's Split "
+                              "and a Sequence of them are); decoding works";
+        }
+    }
+
+    // What encode adds around the text, as the library's encode(text) does (add_special_tokens): a
+    // TemplateProcessing's single-sequence template (Llama 3's <|begin_of_text|> first). ByteLevel's only
+    // trims offsets: nothing to do.
+    void read_post_processor(const nlohmann::json& pp) {
+        const std::string type = pp.value("type", std::string());
+        if (type == "Sequence") {
+            for (const auto& p : pp.value("processors", nlohmann::json::array())) read_post_processor(p);
+        } else if (type == "TemplateProcessing") {
+            bool after = false;  // past the sequence: what follows is appended
+            for (const auto& piece : pp.value("single", nlohmann::json::array())) {
+                if (piece.contains("Sequence")) {
+                    after = true;
+                    continue;
+                }
+                const std::string name = piece.at("SpecialToken").at("id").get<std::string>();
+                for (int32_t id : pp.at("special_tokens").at(name).at("ids"))
+                    (after ? suffix_ : prefix_).push_back(id);
+            }
+        } else if (type != "ByteLevel" && encode_refusal_.empty()) {
+            encode_refusal_ = "its post-processor " + type + " is not implemented (TemplateProcessing and ByteLevel "
+                              "are); decoding works";
         }
     }
 
@@ -289,6 +246,10 @@ class ByteLevelBpe : public Tokenizer {
             for (std::string& piece : pieces) {
                 if (s.kind == PreStep::digits) {
                     split_digits(piece, s.individual_digits, next);
+                    continue;
+                }
+                if (s.kind == PreStep::split) {
+                    for (std::string& part : llama3_split(piece, s.split_digits)) next.push_back(std::move(part));
                     continue;
                 }
                 if (s.add_prefix_space && piece.compare(0, 1, " ") != 0) piece = " " + piece;
@@ -368,6 +329,7 @@ class ByteLevelBpe : public Tokenizer {
     std::unordered_map<std::string, int> ranks_;  // "a b" -> merge rank
     std::vector<std::pair<std::string, int32_t>> added_;  // longest first
     std::vector<PreStep> steps_;
+    std::vector<int32_t> prefix_, suffix_;  // the post-processor's special tokens around every encoding
     std::string encode_refusal_;  // why encode cannot work ("": it can)
     bool ignore_merges_ = false;
     std::string byte_char_[256];

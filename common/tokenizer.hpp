@@ -1,6 +1,6 @@
 // tokenizer.hpp — text <-> token ids for generation (--generate): the byte tokenizer of the built-in data
 // (one token per byte, vocabulary 256) and the byte-level BPE of a Hugging Face tokenizer.json (GPT-2,
-// SmolLM, the tokenizers library's ByteLevelBPETokenizer).
+// SmolLM, Llama 3, Qwen2, the tokenizers library's ByteLevelBPETokenizer).
 //
 // Byte-level BPE: every byte of the text is first written as one printable character (GPT-2's
 // bytes_to_unicode: 'Ġ' for a space), the text is cut into pieces by the pre-tokenizer, and inside each
@@ -9,11 +9,11 @@
 // before anything else.
 //
 // Encoding implements the pre-tokenizers tokenizer.json files of this kind use: ByteLevel (with GPT-2's
-// regex 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+), Digits and a Sequence of
-// them. The regex's Unicode classes are exact for ASCII and Latin-1; beyond, a character is a space, a
-// number or punctuation from the common tables below, and a letter otherwise (text in other scripts may cut
-// differently from the tokenizers library). Other pre-tokenizers (Llama 3's Split regex, SentencePiece's
-// Metaspace) and normalizers are refused for encoding, naming them; decoding works for any byte-level vocabulary.
+// regex), Digits, Llama 3's and Qwen2's Split regex, and a Sequence of them (pretokenize.hpp: the regexes, over
+// Unicode's classes as the tokenizers library has them), and a TemplateProcessing post-processor's special
+// tokens around the text (Llama 3's <|begin_of_text|>), as the library's encode(text) adds them. Other
+// pre-tokenizers (another Split pattern, SentencePiece's Metaspace), post-processors and normalizers are
+// refused for encoding, naming them; decoding works for any byte-level vocabulary.
 //
 // Test: tests/01_single_gpu/test_tokenizer.cpp compares encode with the tokenizers library on text
 // (`build/bin/tests_01 -ts='ch01 np1' -tc='*tokenizer*'`).

@@ -2,8 +2,6 @@
 // Playbook: "First steps: training on one GPU" (the training loop, MFU). Run: `make run`.
 #include "train_loop.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -42,49 +40,10 @@ LlamaConfig resolve_model(const std::string& m) {
     return is_file ? load_hf_config(m) : preset(m);
 }
 
-namespace {
-// Memory this machine has for one rank's tensors: the device's, or on CPU the node's RAM shared by the
-// ranks on the node. 0: unknown (no check).
-double memory_per_rank(Device device) {
-#if defined(PENTA_CUDA)
-    if (device == Device::cuda) return (double)cuda::device_total_memory();
-#endif
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? (double)pages * page / local_size() : 0.0;
-}
-}  // namespace
-
-void check_memory_bound(const TrainConfig& cfg, const LlamaConfig& mc, Device device) {
-    const double capacity = memory_per_rank(device);
-    if (capacity <= 0) return;
-    // what one rank holds at least: the fp32 model state (16 bytes a parameter) cut as far as tp and ZeRO-3
-    // over dp could cut it, one micro-batch's activations (formulas.hpp, linear in the micro-batch; tp splits
-    // at most all of it), and on the host the step's token batch (tokens and targets, int32)
-    const double state = 16.0 * (double)mc.n_params() / (double)(cfg.tp * cfg.dp);
-    const double acts = (double)cfg.micro_batch *
-                        (double)llama_activation_bytes(mc, parse_recompute(cfg.recompute),
-                                                       parse_attention_kernel(cfg.attention), 1, cfg.seq) /
-                        (double)cfg.tp;
-    const double batch = 8.0 * (double)cfg.micro_batch * (double)cfg.grad_accum * (double)cfg.seq;
-    const double need = state + acts + (device == Device::cpu ? batch : 0.0);
-    const double GiB = 1073741824.0;
-    CHECK(need <= capacity,
-          "--model %s with --micro-batch %ld × --seq %ld%s: one rank needs at least %.1f GiB (one micro-batch's "
-          "activations %.1f GiB by formulas.hpp, model state %.2f GiB, the step's tokens %.2f GiB), more than the "
-          "%.1f GiB of %s memory it has%s: %s",
-          cfg.model.c_str(), (long)cfg.micro_batch, (long)cfg.seq,
-          cfg.grad_accum > 1 ? strfmt(" (--grad-accum %ld)", (long)cfg.grad_accum).c_str() : "", need / GiB,
-          acts / GiB, state / GiB, batch / GiB, capacity / GiB, device == Device::cpu ? "host" : "GPU",
-          device == Device::cpu && local_size() > 1 ? strfmt(" (this node's RAM over its %d ranks)", local_size()).c_str()
-                                                    : "",
-          state > acts ? "a smaller --model, or shard it over more ranks (--tp, ZeRO-3)"
-                       : "lower --micro-batch or --seq, or use --recompute full");
-}
-
-LlamaConfig resolve_model(const TrainConfig& cfg) {
+LlamaConfig resolve_model(const TrainConfig& cfg, int zero) {
     LlamaConfig mc = resolve_model(cfg.model);
     CHECK(cfg.seq <= mc.max_seq, "--seq %ld must be <= the model's max_seq %ld", (long)cfg.seq, (long)mc.max_seq);
-    check_memory_bound(cfg, mc, resolve_device(cfg.device));
+    check_memory_bound(cfg, mc, resolve_device(cfg.device), zero);
     // the files the run reads or writes after training, checked now rather than after it
     if (!cfg.val_data.empty()) {
         try {
@@ -95,6 +54,7 @@ LlamaConfig resolve_model(const TrainConfig& cfg) {
     }
     if (!cfg.generate.empty()) make_tokenizer(cfg, mc)->encode(cfg.generate);  // a tokenizer that cannot encode says so now
     if (!cfg.export_hf.empty()) {
+        check_hf_exportable(mc);  // a MoE preset Mixtral cannot hold is refused before training, not after
         std::error_code ec;
         std::filesystem::create_directories(cfg.export_hf, ec);
         CHECK(!ec && std::filesystem::is_directory(cfg.export_hf, ec), "--export-hf %s: cannot create the directory: %s",
@@ -131,7 +91,7 @@ ModelOptions model_options(const TrainConfig& cfg) {
 }
 
 AdamWConfig adamw_config(const TrainConfig& cfg) {
-    return AdamWConfig{cfg.lr, cfg.beta1, cfg.beta2, 1e-8f, cfg.weight_decay};
+    return AdamWConfig{cfg.lr, cfg.beta1, cfg.beta2, 1e-8f, cfg.weight_decay, cfg.steps > 0};
 }
 
 BatchPlan batch_plan(const TrainConfig& cfg) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "config.hpp"
+#include "memory_bound.hpp"
 #include "metrics.hpp"
 #include "tokenizer.hpp"
 #include "training_step.hpp"
@@ -19,24 +20,20 @@ namespace penta {
 Device resolve_device(const std::string& flag_value);  // --device auto|cpu|cuda
 // a preset name, a HF config.json path, or a HF folder (its config.json; model_options loads its weights)
 LlamaConfig resolve_model(const std::string& flag_value);
-// --model, checked against --seq (the model's max_seq) and check_memory_bound on --device; the files named
-// by --val-data, --tokenizer (with --generate) and --export-hf checked too, before any work
-LlamaConfig resolve_model(const TrainConfig& cfg);
+// --model, checked against --seq (the model's max_seq) and check_memory_bound on --device (zero: the chapter's
+// --zero stage); the files named by --val-data, --tokenizer (with --generate) and --export-hf checked too,
+// before any work
+LlamaConfig resolve_model(const TrainConfig& cfg, int zero = kZeroUnknown);
 // --generate's tokenizer: --tokenizer, else --model DIR's tokenizer.json, else the byte tokenizer; its
 // vocabulary must fit the model's
 std::unique_ptr<Tokenizer> make_tokenizer(const TrainConfig& cfg, const LlamaConfig& mc);
 // the end-of-text ids of a HF folder (generation_config.json or config.json's eos_token_id); none otherwise
 std::vector<int32_t> eos_token_ids(const std::string& model);
-// Before anything is allocated: throws naming the flags when a lower bound of what one rank needs (model
-// state cut as far as --tp and ZeRO-3 could cut it, one micro-batch's activations by formulas.hpp, the
-// step's tokens) exceeds the memory it has (the GPU's; on CPU the node's RAM over its ranks), so a run that
-// cannot fit fails at once instead of in the allocator or the kernel's OOM killer.
-void check_memory_bound(const TrainConfig& cfg, const LlamaConfig& mc, Device device);
 // the world communicator of --comm on `device`, its blocking waits under --comm-timeout (watchdog.hpp)
 std::unique_ptr<Comm> make_world_comm(const TrainConfig& cfg, Device device);
 // --recompute, --attention (no parallelism); with --model DIR the weights from DIR's safetensors
 ModelOptions model_options(const TrainConfig& cfg);
-AdamWConfig adamw_config(const TrainConfig& cfg);    // --lr, --beta1, --beta2, --weight-decay
+AdamWConfig adamw_config(const TrainConfig& cfg);    // --lr, --beta1, --beta2, --weight-decay; --steps 0: no state
 BatchPlan batch_plan(const TrainConfig& cfg);        // --seq, --micro-batch, --grad-accum on one rank
 
 // Held-out evaluation on sample ids far beyond any training step's, so never trained on.

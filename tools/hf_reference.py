@@ -10,9 +10,16 @@ transformers itself wrote and read. No weights can be downloaded here, so this s
                        the gradient of every weight (computed in float64 from the saved weights), and the
                        rotary table inv_freq exactly as transformers holds it (float32)
   tokenizer OUT FILE.. trains a byte-level BPE with the tokenizers library on the files (GPT-2's ByteLevel
-                       pre-tokenizer; --digits puts SmolLM's Digits splitter before it) and saves OUT
+                       pre-tokenizer; --digits puts SmolLM's Digits splitter before it; --split 3 cuts with Llama
+                       3's Split regex instead, --split 1 with Qwen2's, as Llama 3's file does: ByteLevel without
+                       its regex, ignore_merges, <|begin_of_text|> put first by a TemplateProcessing) and saves OUT
   encode TOK TEXT OUT  the tokenizers library's ids of the file TEXT, one line of integers, to OUT
-  check DIR OURS       loads DIR with LlamaForCausalLM.from_pretrained (what --export-hf wrote) and compares its
+  split KIND TEXT OUT  the pieces the library's regex engine cuts the file TEXT into with GPT-2's pattern (KIND
+                       gpt2), Llama 3's (llama3) or Qwen2's (qwen2), as a JSON list of strings, to OUT
+  rope CONFIG OUT      transformers' rotary table for a config.json (ROPE_INIT_FUNCTIONS of its rope_type, what
+                       LlamaRotaryEmbedding holds), as the F32 tensor "inv_freq" of the safetensors file OUT
+  check DIR OURS       loads DIR with AutoModelForCausalLM.from_pretrained (what --export-hf wrote: a Llama, or a
+                       Mixtral for a mixture of experts) and compares its
                        logits on OURS' tokens with OURS' logits (a safetensors file: tokens I32, logits F32);
                        exit 1 when some |ours - theirs| > 1e-5 (|theirs| + max |theirs|)
 
@@ -27,6 +34,15 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import LlamaConfig, LlamaForCausalLM
 
+# the pre-tokenizer regexes common/pretokenize.cpp writes out by hand
+SPLIT_PATTERNS = {
+    "gpt2": r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",
+    "llama3": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+              r"\s*[\r\n]+|\s+(?!\S)|\s+",
+    "qwen2": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+             r"\s*[\r\n]+|\s+(?!\S)|\s+",
+}
+
 
 def make(a):
     torch.manual_seed(a.seed)
@@ -36,9 +52,11 @@ def make(a):
                torch_dtype=a.dtype)
     if a.head_dim:
         cfg["head_dim"] = a.head_dim
-    if a.llama3:  # Llama 3.1's block, scaled down so the tiny model's wavelengths fall in all three bands
+    if a.llama3:  # Llama 3.1's block, scaled down so the tiny model's wavelengths fall in all three bands: with
+        # 64 original positions, wavelengths below 64/4 = 16 are kept (2 pi), those above 64 divided by the factor
+        # (628, 6283) and those between interpolated (62.8; head_dim 16 adds 19.9 and 199)
         cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                               "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+                               "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
     model = LlamaForCausalLM(LlamaConfig(**cfg))
     with torch.no_grad():  # norm weights of 1 would not test the norms' gradients or their loading
         for n, p in model.named_parameters():
@@ -68,7 +86,8 @@ def make(a):
 
 
 def check(a):
-    model = LlamaForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float64)
+    from transformers import AutoModelForCausalLM  # LlamaForCausalLM, or MixtralForCausalLM for a MoE export
+    model = AutoModelForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float64)
     ours = load_file(a.ours)
     tokens = ours["tokens"].long()
     want = model(input_ids=tokens).logits.reshape(-1, model.config.vocab_size)
@@ -76,27 +95,56 @@ def check(a):
     # relative to each value plus the tensor's scale, as the C++ tests' check_close_scaled: float32 sums in
     # another order differ from float64's by a few ulps of the large values, which is huge beside a logit near 0
     err = ((got - want).abs() / (want.abs() + want.abs().max())).max().item()
-    print(f"hf_reference check: transformers loaded {a.dir}; logits {tuple(want.shape)}, max |ours - theirs| / "
-          f"(|theirs| + max |theirs|) = {err:.2e} (limit 1e-5)")
+    print(f"hf_reference check: transformers' {type(model).__name__} loaded {a.dir}; logits {tuple(want.shape)}, "
+          f"max |ours - theirs| / (|theirs| + max |theirs|) = {err:.2e} (limit 1e-5)")
     return 0 if err <= 1e-5 else 1
 
 
+def rope(a):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    cfg = LlamaConfig.from_json_file(a.config)
+    kind = (cfg.rope_scaling or {}).get("rope_type", "default")
+    inv_freq, _ = ROPE_INIT_FUNCTIONS[kind](cfg, "cpu")
+    save_file({"inv_freq": inv_freq.to(torch.float32).contiguous()}, a.out)
+    return 0
+
+
 def tokenizer(a):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    tok = Tokenizer(models.BPE())
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=a.prefix_space)
-    tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-                         if a.digits else byte_level)
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    tok = Tokenizer(models.BPE(ignore_merges=bool(a.split)))
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=a.prefix_space, use_regex=not a.split)
+    if a.split:  # Llama 3's tokenizer.json (Qwen2's with \p{N} alone)
+        regex = SPLIT_PATTERNS["llama3" if a.split == 3 else "qwen2"]
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(regex), "isolated"), byte_level])
+    elif a.digits:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+    else:
+        tok.pre_tokenizer = byte_level
     tok.decoder = decoders.ByteLevel()
-    tok.train(a.files, trainers.BpeTrainer(vocab_size=a.vocab, special_tokens=["<|endoftext|>"], show_progress=False,
+    specials = ["<|endoftext|>"] + (["<|begin_of_text|>"] if a.split else [])
+    tok.train(a.files, trainers.BpeTrainer(vocab_size=a.vocab, special_tokens=specials, show_progress=False,
                                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    if a.split:
+        bos = tok.token_to_id("<|begin_of_text|>")
+        tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                                           special_tokens=[("<|begin_of_text|>", bos)])
     tok.save(a.out)
+    return 0
+
+
+def split(a):
+    import json
+    from tokenizers import Regex, pre_tokenizers
+    with open(a.text, encoding="utf-8", newline="") as f:
+        pieces = pre_tokenizers.Split(Regex(SPLIT_PATTERNS[a.kind]), "isolated").pre_tokenize_str(f.read())
+    with open(a.out, "w", encoding="utf-8") as f:
+        json.dump([p for p, _ in pieces], f, ensure_ascii=False)
     return 0
 
 
 def encode(a):
     from tokenizers import Tokenizer
-    with open(a.text, encoding="utf-8") as f:
+    with open(a.text, encoding="utf-8", newline="") as f:  # the bytes' line breaks: \r\n stays \r\n
         ids = Tokenizer.from_file(a.tok).encode(f.read()).ids
     with open(a.out, "w") as f:
         f.write(" ".join(map(str, ids)) + "\n")
@@ -121,15 +169,24 @@ def main():
     t.add_argument("--vocab", type=int, default=512)
     t.add_argument("--digits", action="store_true")
     t.add_argument("--prefix-space", action="store_true")
+    t.add_argument("--split", type=int, default=0, choices=[0, 1, 3])
     e = sub.add_parser("encode")
     for name in ("tok", "text", "out"):
         e.add_argument(name)
+    s = sub.add_parser("split")
+    s.add_argument("kind", choices=sorted(SPLIT_PATTERNS))
+    s.add_argument("text")
+    s.add_argument("out")
+    r = sub.add_parser("rope")
+    r.add_argument("config")
+    r.add_argument("out")
     c = sub.add_parser("check")
     c.add_argument("dir")
     c.add_argument("ours")
     a = p.parse_args()
     torch.set_grad_enabled(a.cmd == "make")
-    sys.exit({"make": make, "check": check, "tokenizer": tokenizer, "encode": encode}[a.cmd](a))
+    sys.exit({"make": make, "check": check, "rope": rope, "split": split, "tokenizer": tokenizer,
+              "encode": encode}[a.cmd](a))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 # One row per command line: the arguments, then the text the output must contain (tests/expect_fail.sh:
 # exit non-zero, not by a signal, within 10 s). The rows cover the edge values of every flag (zero,
 # negative, inf, nan, out of range, not a number), the products of sizes that overflow or exceed their
-# limits (common/config.cpp), the memory a run cannot have (train_loop.cpp), and bad models and data
+# limits (common/config.cpp), the memory a run cannot have (memory_bound.cpp), and bad models and data
 # files: missing, a directory, not JSON, a bad llm.c header, token ids beyond the vocabulary. Chapter 02's
 # and later chapters' tables hold the multi-rank rows. Prints "N passed, N failed, N skipped"; `make test
 # CH=01` runs it.
@@ -53,7 +53,7 @@ expect_table 10 "$BIN/01_single_gpu" <<'EOF'
 --micro-batch 1000000000                  | --micro-batch 1000000000 × --seq 32 (the tokens of one micro-batch) = 32000000000 is too large
 --seq 9223372036854775807                 | --seq 9223372036854775807 (the tokens of one micro-batch) overflows
 --steps 100000000000                      | --steps 100000000000 × (--micro-batch × --grad-accum × --dp) 16 (the sample ids
---micro-batch 10000000                    | --micro-batch 10000000 × --seq 32: one rank needs at least && host memory it has
+--micro-batch 10000000                    | --micro-batch 10000000 × --seq 32, --precision fp32: one rank needs at least && host memory it has
 --micro-batch 40000 --seq 256             | one rank needs at least && lower --micro-batch or --seq
 # each integer flag's edge values
 --micro-batch 0                           | --micro-batch 0 must be >= 1
@@ -106,6 +106,8 @@ stray                                     | unexpected argument 'stray'
 --model $TMP/negvocab.json                | vocab -5 must be positive
 --model $TMP/huge.json                    | hidden 1099511627776 must be <= 2147483647
 --model $TMP/big.json                     | one rank needs at least && a smaller --model
+--model llama3-70b --precision bf16       | one rank needs at least && (weights 131.42GiB, gradients 262.83GiB, AdamW 788.50GiB,
+--model llama3-70b --steps 0 --export-hf $TMP/out | --steps 0: one rank needs at least 525.67GiB (weights 262.83GiB, gradients 262.83GiB, AdamW 0B (nothing to train)
 --model $TMP/bias.json                    | attention_bias = true is not implemented
 --model $TMP/yarn.json                    | rope_scaling rope_type = "yarn" is not implemented
 --model $TMP/hfdir                        | --model $TMP/hfdir: the folder has a config.json but neither model.safetensors

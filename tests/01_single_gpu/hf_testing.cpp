@@ -1,6 +1,8 @@
 // hf_testing.cpp — see hf_testing.hpp.
 #include "hf_testing.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -10,6 +12,8 @@
 #include "../../common/safetensors.hpp"
 
 namespace penta::hf_testing {
+
+std::string scratch(const std::string& what) { return "/tmp/penta_hf_" + std::to_string(getpid()) + "_" + what; }
 
 std::string python_with_hf(std::string* why) {
     static int state = -1;  // -1 unknown, 0 missing, 1 present: pip runs at most once per process

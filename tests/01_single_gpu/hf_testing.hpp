@@ -13,6 +13,9 @@
 
 namespace penta::hf_testing {
 
+// a path in /tmp for this test process's files: "/tmp/penta_hf_<pid>_<what>"
+std::string scratch(const std::string& what);
+
 // /usr/bin/python3 once it imports torch, transformers, safetensors and tokenizers (running
 // scripts/install_hf_python.sh once if it does not); "" with *why set when they cannot be had
 std::string python_with_hf(std::string* why);

@@ -4,6 +4,7 @@
 // Run: build/bin/tests_01 -ts='ch01 np1' -tc='*data*,*addition*,*shard*'
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -207,6 +208,42 @@ TEST_CASE("llm.c shard round trip, across files, and its errors") {
     CHECK(contains(e, "10 tokens"));
     CHECK(contains(e, "T+1 = 17"));
     CHECK(contains(error_of([&] { make_dataset("llmc:" + tmp.path("missing_*.bin"), 0, 0); }), "missing_*.bin"));
+}
+
+TEST_CASE("llm.c shard version 2: uint32 tokens beyond uint16 (Llama 3's 128256), read back; its size checked") {
+    TempDir tmp;
+    // llm.c's Llama 3 shards (prepare_data.py for a vocabulary > 65536): the header, then uint32 tokens
+    std::vector<int32_t> header(kLlmcHeaderInts, 0);
+    header[0] = kLlmcMagic, header[1] = kLlmcVersion32, header[2] = 40;
+    std::vector<uint32_t> tokens(40);
+    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = 128255 - (uint32_t)i * 1000;  // 128255 .. 89255
+    auto write = [&](const std::string& name, size_t n) {
+        std::ofstream f(tmp.path(name), std::ios::binary);
+        f.write((const char*)header.data(), (std::streamsize)(header.size() * 4));
+        f.write((const char*)tokens.data(), (std::streamsize)(n * 4));
+    };
+    write("v2.bin", tokens.size());
+    auto ds = make_dataset("llmc:" + tmp.path("v2.bin"), 0, 128256);
+    const int64_t T = 8;
+    std::vector<int32_t> tok(T), tgt(T);
+    for (int64_t id = 0; id < 10; id++) {
+        ds->get(id, T, tok.data(), tgt.data());
+        const auto it = std::find(tokens.begin(), tokens.end(), (uint32_t)tok[0]);
+        REQUIRE(it != tokens.end());
+        const size_t start = (size_t)(it - tokens.begin());
+        REQUIRE(start + T < tokens.size());
+        for (int64_t t = 0; t < T; t++) {
+            CHECK(tok[t] == (int32_t)tokens[start + t]);
+            CHECK(tgt[t] == (int32_t)tokens[start + t + 1]);
+        }
+    }
+    // the header's count is of 4-byte tokens: a file of 2-byte length for it is refused, and so is a token
+    // the model's vocabulary has no row for
+    write("v2_short.bin", tokens.size() / 2);
+    CHECK(contains(error_of([&] { make_dataset("llmc:" + tmp.path("v2_short.bin"), 0, 128256); }),
+                   "header says 40 tokens (1184 bytes), the file has 1104 bytes"));
+    CHECK(contains(error_of([&] { make_dataset("llmc:" + tmp.path("v2.bin"), 0, 128000); }),
+                   "v2.bin': token 128255 at index 0 (of 40)"));
 }
 
 TEST_CASE("raw uint16 and text datasets, and the --data factory's errors") {

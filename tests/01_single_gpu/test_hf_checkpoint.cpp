@@ -4,7 +4,6 @@
 // equals transformers' bit for bit; export and reload give back the same bits; bad safetensors files and
 // config keys we do not implement are refused naming the file, the key and the rule.
 //   build/bin/tests_01 -ts='ch01 np1' -tc='*Hugging Face*,*safetensors*,*refused*'
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -21,8 +20,6 @@ using penta::testing::contains;
 using penta::testing::error_of;
 
 namespace {
-
-std::string scratch(const std::string& what) { return "/tmp/penta_hf_" + std::to_string(getpid()) + "_" + what; }
 
 // a model of --model dir's config and weights on the CPU
 std::unique_ptr<Model> load(const std::string& dir, const ModelOptions& base = {}) {
@@ -48,6 +45,24 @@ void check_against_transformers(Model& m, const HfReference& ref, const std::str
     }
 }
 
+// How a llama3 table's entries fall in its three bands, against the unscaled table: kept (short wavelengths),
+// divided by the factor (long ones), strictly between (the smoothed middle band)
+struct RopeBands {
+    int kept = 0, divided = 0, between = 0;
+};
+RopeBands rope_bands(const LlamaConfig& c) {
+    LlamaConfig plain = c;
+    plain.rope_scaling = RopeScaling{};
+    const std::vector<float> f = rope_inv_freq(c), base = rope_inv_freq(plain);
+    RopeBands b;
+    for (size_t i = 0; i < f.size(); i++) {
+        if (f[i] == base[i]) b.kept++;
+        else if (f[i] == base[i] / (float)c.rope_scaling.factor) b.divided++;
+        else if (f[i] < base[i] && f[i] > base[i] / (float)c.rope_scaling.factor) b.between++;
+    }
+    return b;
+}
+
 // a safetensors file from a header and data bytes, as a writer that lies might write it
 std::string write_raw(const std::string& path, const std::string& header, size_t data_bytes, int64_t length = -1) {
     std::ofstream f(path, std::ios::binary);
@@ -65,11 +80,12 @@ TEST_CASE("Hugging Face checkpoints: transformers' random Llamas load and give i
     std::string why;
     const std::string py = python_with_hf(&why);
     if (py.empty()) SKIP_TEST(why);
-    HfSpec untied, tied_sharded, gqa_head_dim, bf16;
+    HfSpec untied, tied_sharded, gqa_head_dim, bf16, f16;
     tied_sharded.tied = true, tied_sharded.llama3 = true, tied_sharded.shard_kb = 20;
     gqa_head_dim.llama3 = true, gqa_head_dim.head_dim = 16, gqa_head_dim.layers = 2;
     bf16.tied = true, bf16.dtype = "bfloat16", bf16.layers = 2;
-    for (const HfSpec& spec : {untied, tied_sharded, gqa_head_dim, bf16}) {
+    f16.dtype = "float16", f16.layers = 2;  // F16 tensors, converted to the f32 policy as they are read
+    for (const HfSpec& spec : {untied, tied_sharded, gqa_head_dim, bf16, f16}) {
         CAPTURE(spec.str());
         const std::string dir = scratch("model");
         REQUIRE(make_hf_model(py, dir, spec));
@@ -83,9 +99,47 @@ TEST_CASE("Hugging Face checkpoints: transformers' random Llamas load and give i
         REQUIRE(inv.size() == ref.inv_freq.size());
         CHECK_MESSAGE(std::memcmp(inv.data(), ref.inv_freq.data(), inv.size() * 4) == 0,
                       "RoPE's inverse frequencies differ from transformers' in some bit");
+        if (spec.llama3) {  // hf_reference.py's block puts entries in all three bands, so all three are compared
+            const RopeBands b = rope_bands(c);
+            CHECK_MESSAGE((b.kept > 0 && b.divided > 0 && b.between > 0), "bands: " << b.kept << " kept, " << b.divided
+                                                                               << " divided, " << b.between << " between");
+        }
         check_against_transformers(*m, ref, spec.str());
         std::system(("rm -rf '" + dir + "'").c_str());
     }
+}
+
+TEST_CASE("RoPE: llama3 rope_scaling's table is transformers' ROPE_INIT_FUNCTIONS[\"llama3\"] bit for bit on "
+          "Llama-3.2-1B's and Llama-3.1-8B's configs") {
+    std::string why;
+    const std::string py = python_with_hf(&why);
+    if (py.empty()) SKIP_TEST(why);
+    LlamaConfig l31 = preset("llama3-8b");  // Llama-3.1-8B: Llama-3-8B's shape, 128k positions, factor 8
+    l31.name = "Llama-3.1-8B", l31.max_seq = 131072;
+    l31.rope_scaling = RopeScaling{RopeScaling::Type::llama3, 8, 1, 4, 8192};
+    const std::string cfg = scratch("rope_config.json"), out = scratch("rope.safetensors");
+    for (const LlamaConfig& c : {preset("llama3.2-1b"), l31}) {
+        CAPTURE(c.name);
+        const RopeBands b = rope_bands(c);  // head dim 64: 32 entries; 128: 64 entries
+        CHECK_MESSAGE((b.kept > 0 && b.divided > 0 && b.between > 0),
+                      "bands: " << b.kept << " kept, " << b.divided << " divided, " << b.between << " between");
+        write_hf_config(c, DType::f32, cfg);
+        REQUIRE(std::system((py + " " PENTA_SOURCE_DIR "/tools/hf_reference.py rope '" + cfg + "' '" + out + "'").c_str()) == 0);
+        SafetensorsFile f(out);
+        const SafeTensor* t = f.find("inv_freq");
+        REQUIRE((t && t->dtype == "F32"));
+        const std::vector<float> ours = rope_inv_freq(c);
+        REQUIRE(t->numel() == (int64_t)ours.size());
+        const float* theirs = (const float*)f.data(*t);
+        for (size_t i = 0; i < ours.size(); i++)  // the first entry that differs in any bit, with both values
+            if (std::memcmp(&ours[i], &theirs[i], 4) != 0) {
+                FAIL_CHECK(strfmt("entry %zu of %zu: ours %.9g (%a), transformers' %.9g (%a)", i, ours.size(), ours[i],
+                                  ours[i], theirs[i], theirs[i]));
+                break;
+            }
+    }
+    std::remove(cfg.c_str());
+    std::remove(out.c_str());
 }
 
 TEST_CASE("Hugging Face checkpoints: export then reload gives the same bits; bf16 weights and ZeRO-3-style unit fills") {
@@ -119,6 +173,34 @@ TEST_CASE("Hugging Face checkpoints: export then reload gives the same bits; bf1
         const std::vector<float> all = a.params().to_host();
         CHECK(unit.to_host() == std::vector<float>(all.begin() + u.offset, all.begin() + u.offset + u.numel));
     }
+    std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST_CASE("Hugging Face checkpoints: a large load prints its progress, then the total and the time") {
+    const std::string dir = scratch("progress");
+    Model a(preset("small"), Device::cpu, 5);  // 3.0M f32 parameters: 12 MB
+    export_hf(a, dir, GridCoords{}, nullptr);
+    const std::string log = scratch("progress.log");
+    std::FILE* out = std::fopen(log.c_str(), "w");
+    REQUIRE(out);
+    ModelOptions o;  // a line for every tensor, as a load of 256 MB and more would print every 2 s
+    o.weights = std::make_shared<HfCheckpoint>(dir, LoadProgressOptions{out, 0, 0});
+    Model b(resolve_model(dir), Device::cpu, 1, o);
+    std::fclose(out);
+    std::ifstream in(log);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    REQUIRE(lines.size() == a.tensors().size() + 1);
+    CHECK(lines.front().rfind("loading " + dir + ": ", 0) == 0);
+    CHECK(lines[lines.size() - 2] == "loading " + dir + ": 100% (0.01 of 0.01 GB)");
+    CHECK(lines.back().rfind("loading " + dir + ": done, 0.01 GB in ", 0) == 0);
+    CHECK(b.params().to_host() == a.params().to_host());
+    out = std::fopen(log.c_str(), "w");  // the default threshold: a 12 MB load says nothing
+    o.weights = std::make_shared<HfCheckpoint>(dir, LoadProgressOptions{out});
+    Model quiet(resolve_model(dir), Device::cpu, 1, o);
+    CHECK(std::ftell(out) == 0);
+    std::fclose(out);
+    std::remove(log.c_str());
     std::system(("rm -rf '" + dir + "'").c_str());
 }
 
