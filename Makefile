@@ -100,8 +100,10 @@ ifneq ($(CH),)
 endif
 
 .PHONY: all deps test mutants exercises grade grade-all run bench clean help
-# keep the chapter objects make would otherwise delete as intermediates after linking
-.SECONDARY:
+# keep the objects that only a pattern rule names (the benchmarks') from being deleted as intermediates after
+# linking. Not .SECONDARY: with no names, which makes every object one that make need not rebuild when it is
+# missing: a new tests/NN_*/test_*.cpp older than its binary was silently left out of the link.
+.PRECIOUS: $(OBJ)/%.o
 all: $(CH_BINS) $(TEST_BINS) $(BENCH_BINS)
 
 # installs missing Debian packages once (idempotent; says what it does)
