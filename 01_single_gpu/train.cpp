@@ -47,7 +47,7 @@ int train(int argc, char** argv) {
     // one device: AdamW over the whole model, no hooks, the Sequential schedule (gradient accumulation)
     std::unique_ptr<AdamW> optim = make_adamw(model, adamw_config(cfg));
     Trainer trainer{model, *optim};
-    PeakFlops peak = device_peak_flops(device, model.precision().act, model.precision().tf32);
+    PeakFlops peak = device_peak_flops(device, model.precision().gemm, model.precision().tf32);
     TrainLoop loop{trainer, *data, cfg, batch_plan(cfg), StepLogConfig{}, {}, {}};
     configure_log(loop, mc, device, 1);
 
@@ -66,9 +66,14 @@ int train(int argc, char** argv) {
     int64_t saved = run_training(loop).saved_activation_bytes;
     if (cfg.steps > 0) print_activation_table(model, cfg, saved);
     std::printf("\nmemory by tag on %s:\n%s", device_name(device), memory_table(device).c_str());
-    ModelStateBytes ms = model_state_bytes_fp32(model.n_params());
-    std::printf("model state formula (fp32): params 4N = %ld, grads 4N = %ld, AdamW 8N = %ld bytes\n",
-                (long)ms.params, (long)ms.grads, (long)ms.optim);
+    // the policy's bytes a parameter (fp32: 4 + 4 + 8 = 16; bf16: 2 + 4 (f32 gradients) + 4 (master) + 8 = 18);
+    // --steps 0 builds AdamW without its moments or master (nothing to train)
+    const Precision& pol = model.precision();
+    const int64_t N = model.n_params(), wb = (int64_t)dtype_size(pol.param), gb = (int64_t)dtype_size(pol.grad);
+    const int64_t mb = cfg.steps > 0 && pol.fp32_master ? 4 : 0, ob = cfg.steps > 0 ? 8 : 0;
+    std::printf("model state formula (--precision %s): params %ldN = %ld, grads %ldN = %ld, master %ldN = %ld, "
+                "AdamW %ldN = %ld bytes\n", cfg.precision.c_str(), (long)wb, (long)(wb * N), (long)gb, (long)(gb * N),
+                (long)mb, (long)(mb * N), (long)ob, (long)(ob * N));
     return 0;
 }
 

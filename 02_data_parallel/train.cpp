@@ -52,7 +52,7 @@ int train(int argc, char** argv) {
     if (!sdc_flip.empty()) parse_sdc_flip(sdc_flip, sdc);
 
     Device device = resolve_device(cfg.device);
-    LlamaConfig mc = resolve_model(cfg);
+    LlamaConfig mc = resolve_model(cfg, 0);  // plain data parallelism: every rank its whole state
     ParallelGrid grid(make_world_comm(cfg, device), GridShape{(int)cfg.dp}, &mc);
     Comm& dp = grid.dp();
     auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);

@@ -59,7 +59,7 @@ int train(int argc, char** argv) {
           (long long)zero);
 
     Device device = resolve_device(cfg.device);
-    LlamaConfig mc = resolve_model(cfg);
+    LlamaConfig mc = resolve_model(cfg, (int)zero);  // the memory bound of this --zero
     ParallelGrid grid(make_world_comm(cfg, device), GridShape{(int)cfg.dp}, &mc);
     Comm& dp = grid.dp();
     auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);

@@ -49,7 +49,7 @@ TensorParallelTraining::TensorParallelTraining(const TrainConfig& c, int64_t zer
           "combines --dp and --tp only",
           (long)cfg.pp, (long)cfg.cp, (long)cfg.ep);
     device = resolve_device(cfg.device);
-    mc = resolve_model(cfg);
+    mc = resolve_model(cfg, (int)zero);
     // every rule of the layout is checked here, on every rank, before any work
     grid = std::make_unique<ParallelGrid>(make_world_comm(cfg, device),
                                           GridShape{(int)cfg.dp, 1, 1, (int)cfg.tp}, &mc);

@@ -49,7 +49,7 @@ int train(int argc, char** argv) {
         return 0;
     // the layout's rules (ranks, --tp divides the kv heads, ...) before this chapter's token rules, which
     // are beside the point when --tp cannot split the model at all
-    const LlamaConfig mc = resolve_model(cfg);
+    const LlamaConfig mc = resolve_model(cfg, (int)zero);
     validate_grid(GridShape{(int)cfg.dp, 1, 1, (int)cfg.tp}, world_size(), &mc);
     CHECK(!cfg.sp || (cfg.micro_batch * cfg.seq) % cfg.tp == 0,
           "--sp splits the --micro-batch %ld × --seq %ld = %ld tokens of a micro-batch into --tp %ld equal blocks: "

@@ -69,7 +69,7 @@ ContextParallelTraining::ContextParallelTraining(const TrainConfig& c, const Con
           "--pp %ld --ep %ld: pipeline and expert parallelism are chapters 07 and 08; this program combines --dp, "
           "--cp and --tp", (long)cfg.pp, (long)cfg.ep);
     device = resolve_device(cfg.device);
-    mc = resolve_model(cfg);
+    mc = resolve_model(cfg, (int)f.zero);
     grid = std::make_unique<ParallelGrid>(make_world_comm(cfg, device),
                                           GridShape{(int)cfg.dp, 1, (int)cfg.cp, (int)cfg.tp}, &mc);
     data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);

@@ -117,7 +117,7 @@ PipelineParts::~PipelineParts() = default;
 PipelineTraining::PipelineTraining(const TrainConfig& c, const PipelineFlags& f)
     : cfg(c), pf(f), kind(parse_pipe_schedule(f.schedule)) {
     device = resolve_device(cfg.device);
-    mc = resolve_model(cfg);
+    mc = resolve_model(cfg, (int)pf.zero);
     validate_grid(GridShape{(int)cfg.dp, (int)cfg.pp, 1, (int)cfg.tp}, world_size(), &mc);  // the layout's rules first
     std::vector<LayerRange> pieces;
     pipeline_plan(cfg, pf, mc, &pieces);  // then the schedule's and the split's, before any allocation

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "../common/formulas.hpp"
+#include "../common/hf_checkpoint.hpp"
 #include "../common/runtime.hpp"
 
 namespace penta {
@@ -77,6 +78,11 @@ LlamaConfig resolve_moe_model(const TrainConfig& cfg, const ExpertParallelFlags&
     if (!f.router.empty()) mc.moe.sigmoid_scores = f.router == "sigmoid";
     if (f.shared >= 0) mc.moe.shared_experts = f.shared;
     mc.validate();
+    if (!cfg.export_hf.empty()) {  // what the flags above changed, refused before training rather than after it
+        check_hf_exportable(mc);
+        CHECK(parse_moe_balance(f.balance) != MoeBalance::bias, "--export-hf with --moe-balance bias: the per-expert "
+              "routing bias has no place in transformers' MixtralForCausalLM (train with --moe-balance aux or none)");
+    }
     return mc;
 }
 

@@ -179,10 +179,10 @@ int64_t load_checkpoint(const std::string& step_dir, Model& model, AdamW& optim,
     ck.check_compatible(ctx);
     const ParamLayout& L = model.layout();
     const bool aliased = optim.param.defined() && model.params().defined() && optim.param.buf == model.params().buf;
-    // the weights' exact values: a run without a master saved by one with a master (bf16 or f16 weights ->
-    // fp32) takes the master, not its rounded copy; otherwise the weights as saved, converted to this run's dtype
-    const PieceKind weights = !optim.master.defined() && ck.has_kind(PieceKind::master) ? PieceKind::master
-                                                                                       : PieceKind::param;
+    // the weights' exact values: the master when the checkpoint has one (rounded to this run's dtype: the same
+    // bits as the saved weights when the dtypes agree, AdamW wrote them so; one rounding, not two, when they
+    // differ: f16 weights into a bf16 run, or bf16 into fp32), else the weights as saved, converted
+    const PieceKind weights = ck.has_kind(PieceKind::master) ? PieceKind::master : PieceKind::param;
     if (model.params().defined()) {
         std::vector<float> host((size_t)model.n_params(), 0.0f);
         for (const ParamTensor& t : L.tensors) ck.read_run(t, weights, 0, t.numel(), host.data() + t.offset);
@@ -190,6 +190,7 @@ int64_t load_checkpoint(const std::string& step_dir, Model& model, AdamW& optim,
     }
     // the optimizer's buffers over its ranges (elements outside every range stay zero)
     auto fill = [&](Tensor& dst, PieceKind k) {
+        if (!dst.defined()) return;  // --steps 0 (AdamWConfig::trains false): no master, no moments to fill
         std::vector<float> host((size_t)dst.numel(), 0.0f);
         for (const ParamRange& r : optim.ranges())
             if (r.count > 0) ck.read_run(L.find(r.name), k, r.name_offset, r.count, host.data() + r.offset);

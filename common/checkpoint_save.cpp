@@ -314,6 +314,7 @@ Checkpointer::~Checkpointer() = default;
 
 void Checkpointer::after_step(int64_t step, double step_seconds, bool last) {
     if (opt_.dir.empty()) return;
+    const bool save_now = due(step, last);  // before this step is counted: what the loop asked before it
     step_seconds_sum_ += step_seconds;
     steps_seen_++;
     if (pending_step_ > 0) {  // an async save in flight: commit it once every rank's writer is done
@@ -321,9 +322,13 @@ void Checkpointer::after_step(int64_t step, double step_seconds, bool last) {
         const double busy = world_ ? world_->all_reduce_scalar(mine, ReduceOp::max) : mine;
         if (busy == 0) commit_pending();
     }
-    // auto: the first save comes after the first step, and measures δ
-    const bool due = last || (every_ > 0 && step % every_ == 0) || (every_ < 0 && steps_seen_ == 1);
-    if (due) save(step);
+    if (save_now) save(step);
+}
+
+bool Checkpointer::due(int64_t step, bool last) const {
+    if (opt_.dir.empty()) return false;
+    // auto: the first save comes after the first step (none counted yet), and measures δ
+    return last || (every_ > 0 && step % every_ == 0) || (every_ < 0 && steps_seen_ == 0);
 }
 
 void Checkpointer::save(int64_t step) {

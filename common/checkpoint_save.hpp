@@ -110,7 +110,10 @@ class Checkpointer {
     Checkpointer(CheckpointOptions opt, Model& model, AdamW& optim, CheckpointContext ctx, GridCoords coords,
                  Comm* world, CheckpointExtras extras = {});
     ~Checkpointer();
-    // after step `step` (1-based) took step_seconds: saves when due (every rank decides alike)
+    // whether after_step(step, ..., last) will save (every rank decides alike): the loop settles what a save
+    // reads (ZeRO-1's deferred weight gathers) for these steps only
+    bool due(int64_t step, bool last) const;
+    // after step `step` (1-based) took step_seconds: saves when due
     void after_step(int64_t step, double step_seconds, bool last);
     // waits for an async save in flight and commits it (every rank calls it at the end of training)
     void finish();

@@ -222,7 +222,6 @@ void check_hf_exportable(const LlamaConfig& c) {
 }
 
 void write_hf_config(const LlamaConfig& c, DType dtype, const std::string& path) {
-    check_hf_exportable(c);
     nlohmann::json j = {
         {"architectures", {"LlamaForCausalLM"}},
         {"model_type", "llama"},

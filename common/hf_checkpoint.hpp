@@ -84,8 +84,8 @@ uint64_t export_hf(Model& model, const std::string& dir, const GridCoords& coord
 // unnormalised, dense layers first, DeepSeek's names, a head_dim of its own, a llama3 rope_scaling). Nothing
 // for a dense Llama.
 void check_hf_exportable(const LlamaConfig& c);
-// config.json for transformers' LlamaForCausalLM, or MixtralForCausalLM for a mixture of experts
-// (check_hf_exportable): our config's keys, and torch_dtype from `dtype`
+// config.json for transformers' LlamaForCausalLM, or MixtralForCausalLM for a mixture of experts: our config's
+// keys, and torch_dtype from `dtype` (the caller has checked check_hf_exportable: export_hf does)
 void write_hf_config(const LlamaConfig& c, DType dtype, const std::string& path);
 
 }  // namespace penta

@@ -204,7 +204,10 @@ std::string StepLog::line(const StepRecord& r) const {
     if (x.flops_per_device >= 1e12) s += strfmt(" | %.2f TFLOP/s/dev", x.flops_per_device / 1e12);
     else s += strfmt(" | %.1f GFLOP/s/dev", x.flops_per_device / 1e9);
     if (x.mfu >= 0) s += strfmt(" | MFU %.1f%%", 100 * x.mfu);
-    if (x.hfu >= 0) s += strfmt(" | HFU %.1f%%", 100 * x.hfu);
+    // counted FLOPs are the printing rank's own (no extra reduction in a step): under --pp or uneven MoE routing
+    // another rank's differ, so a job of several devices says whose
+    if (x.hfu >= 0)
+        s += strfmt(" | HFU %.1f%%%s", 100 * x.hfu, r.hardware_flops >= 0 && cfg_.num_devices > 1 ? " (rank 0's ops)" : "");
     if (r.task_accuracy >= 0) s += strfmt(" | acc %.1f%%", 100 * r.task_accuracy);
     for (const auto& kv : r.extra) s += strfmt(" | %s %g", kv.first.c_str(), kv.second);
     // model state at its current size; activations at their peak, which is what limits the batch

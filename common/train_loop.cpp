@@ -110,7 +110,8 @@ void configure_log(TrainLoop& loop, const LlamaConfig& mc, Device device, int nu
     const int64_t matmul_params = mc.n_active_params() - (mc.tied_embeddings ? 0 : mc.vocab * mc.hidden) -
                                   (2 * mc.n_layers + 1) * mc.hidden;
     loop.log.flops_per_token = model_flops_per_token(matmul_params, mc.n_layers, mc.n_heads * mc.head_dim(), loop.cfg.seq);
-    loop.log.peak_flops = device_peak_flops(device, loop.trainer.model.precision().act,
+    // the peak of the format the matmuls read (chapter 11's bf16 / fp16 / fp8 GEMMs run at their own rate)
+    loop.log.peak_flops = device_peak_flops(device, loop.trainer.model.precision().gemm,
                                              loop.trainer.model.precision().tf32).flops;
     loop.log.num_devices = num_devices;
     loop.log.device = device;
@@ -246,8 +247,10 @@ int64_t resume_from_checkpoint(TrainLoop& L, const CheckpointContext& ctx, const
     Timer timer;
     const std::string dir = resolve_resume_dir(cfg.resume, cfg.save);
     const int64_t step = load_checkpoint(dir, L.trainer.model, L.trainer.optimizer, ctx, extras);
-    CHECK(step < cfg.steps, "--resume %s: the checkpoint is of step %ld, and --steps %ld leaves nothing to train",
-          cfg.resume.c_str(), (long)step, (long)cfg.steps);
+    // --steps 0 loads the weights only (for --export-hf or --generate); otherwise some steps must be left
+    CHECK(cfg.steps == 0 || step < cfg.steps, "--resume %s: the checkpoint is of step %ld, and --steps %ld leaves "
+          "nothing to train (--steps 0 loads its weights for --export-hf or --generate)", cfg.resume.c_str(),
+          (long)step, (long)cfg.steps);
     if (world_rank() == 0) {
         CheckpointReader meta(dir);  // for the report only
         const nlohmann::json& j = meta.metadata();
@@ -258,7 +261,7 @@ int64_t resume_from_checkpoint(TrainLoop& L, const CheckpointContext& ctx, const
             notes += strfmt("; loss scale %g (steps skipped so far: %ld)", extras.scaler->scale(),
                             (long)extras.scaler->skipped());
         if (!extras.state.empty()) notes += strfmt("; %zu state tensors of the hooks", extras.state.size());
-        if (j["lr_schedule"]["total"].get<int64_t>() != ctx.lr.total)
+        if (cfg.steps > 0 && j["lr_schedule"]["total"].get<int64_t>() != ctx.lr.total)
             notes += strfmt("; note: it was saved by a run of --steps %ld, this one's LR schedule ends at %ld",
                             (long)j["lr_schedule"]["total"].get<int64_t>(), (long)ctx.lr.total);
         if (policy != ctx.precision.str())  // allowed: load_checkpoint converts (checkpoint_load.hpp)
@@ -343,7 +346,9 @@ StepResult train_steps(TrainLoop& L, const Dataset& val) {
         if (straggler.flagged) rec.extra.push_back({"straggler rank", straggler.rank});
         const bool last = s + 1 == cfg.steps;
         const bool eval_now = cfg.eval_every > 0 && ((s + 1) % cfg.eval_every == 0 || last);
-        if ((eval_now || ckpt) && L.settle_weights) L.settle_weights();  // (a save may read the weights)
+        // ZeRO-1's deferred gathers land before what reads the weights: an evaluation or a save (only then, so
+        // --save keeps the overlap on the other steps)
+        if ((eval_now || (ckpt && ckpt->due(s + 1, last))) && L.settle_weights) L.settle_weights();
         if (eval_now) {
             Eval e = evaluate(L.trainer.model, val, cfg, L.full_logits);
             rec.task_accuracy = e.accuracy;
@@ -412,7 +417,8 @@ StepResult run_training(TrainLoop& L) {
     const LlamaConfig& mc = L.trainer.model.config();
     std::unique_ptr<Dataset> val =
         cfg.val_data.empty() ? nullptr : make_dataset(cfg.val_data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
-    StepResult r = cfg.steps > 0 ? train_steps(L, val ? *val : L.data) : StepResult{};
+    // --steps 0 trains nothing, but --resume still loads the checkpoint's weights (train_steps runs no step)
+    StepResult r = cfg.steps > 0 || !cfg.resume.empty() ? train_steps(L, val ? *val : L.data) : StepResult{};
     if (L.settle_weights) L.settle_weights();  // --export-hf and --generate read them
     if (!cfg.export_hf.empty()) {
         const GridShape shape{(int)cfg.dp, (int)cfg.pp, (int)cfg.cp, (int)cfg.tp, (int)cfg.ep};

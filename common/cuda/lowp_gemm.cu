@@ -25,6 +25,14 @@
 #include "../lowp_gemm.hpp"
 #include "cuda_util.cuh"
 
+// cuBLASLt's block scales for FP8 (the scale modes VEC128_32F and BLK128x128_32F) came with cuBLAS 12.9: an older
+// toolkit still builds the library (bf16 / f16 and everything else), and --precision fp8 on its GPU says why not
+#if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 120900
+#define PENTA_LT_BLOCK_SCALES 1
+#else
+#define PENTA_LT_BLOCK_SCALES 0
+#endif
+
 namespace penta::cuda {
 
 namespace {
@@ -76,12 +84,14 @@ LtPlan& lt_plan(const LtShape& s) {
     const cublasOperation_t ta = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+#if PENTA_LT_BLOCK_SCALES
     if (s.a_scale_mode >= 0) {
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &s.a_scale_mode,
                                                     sizeof s.a_scale_mode));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &s.b_scale_mode,
                                                     sizeof s.b_scale_mode));
     }
+#endif
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, s.a_type, s.trans_a ? s.k : s.m, s.trans_a ? s.m : s.k, s.lda));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, s.b_type, s.trans_b ? s.n : s.k, s.trans_b ? s.k : s.n, s.ldb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, s.m, s.n, s.ldd));
@@ -131,7 +141,11 @@ struct Fp8Operand {
     Tensor q, scale;
     int64_t rows_p = 0, k_p = 0, tile_rows = 1, s_row = 0, s_k = 0;
     int32_t mode() const {
+#if PENTA_LT_BLOCK_SCALES
         return tile_rows == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+#else
+        return -1;  // fp8_gemm refuses before asking
+#endif
     }
 };
 
@@ -224,6 +238,9 @@ void half_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool tr
 
 void fp8_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, DType a_format,
               DType b_format, int64_t b_tile_rows) {
+    CHECK(PENTA_LT_BLOCK_SCALES, "--precision fp8 on the GPU: this build's cuBLAS (%d) predates the 1x128 / 128x128 "
+          "block scales of its FP8 GEMM (cuBLAS 12.9); build with CUDA 12.9 or later, or use --precision bf16",
+          (int)CUBLAS_VERSION);
     check_hopper();
     const int64_t M = C.size(0), N = C.size(1), K = transA ? A.size(0) : A.size(1);
     if (M == 0 || N == 0) return;

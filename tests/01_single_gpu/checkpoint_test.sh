@@ -5,7 +5,9 @@
 #      so the scaler skips a step and halves its scale: saved at step 5, resumed, steps 6-10 equal the
 #      uninterrupted run's bit for bit, the loss scale included (the scaler's state is in the checkpoint);
 #   2. that fp16 checkpoint resumed in fp32: allowed, printed as a precision change;
-#   3. --save-every auto: the interval √(2δM) printed in steps after the first save (step 1), and a save at
+#   3. --steps 0 --resume DIR --export-hf: the checkpoint's weights exported without training (no AdamW state
+#      is built), the same file byte for byte as the export at the end of the run that saved it (bf16);
+#   4. --save-every auto: the interval √(2δM) printed in steps after the first save (step 1), and a save at
 #      that step (an MTBF of 0.018 s makes it a few steps: δ ~ 0.3 s and a step ~ 0.04 s give 3).
 # `make test CH=01` runs it.   bash tests/01_single_gpu/checkpoint_test.sh   (BIN as make sets it)
 set -uo pipefail
@@ -26,6 +28,16 @@ ckpt_compare "fp16: resumed steps 6-10 equal the uninterrupted run's (loss scale
 
 ckpt_run "fp16 checkpoint resumed in fp32" 300 "${common[@]}" --resume "$TMP/h/step_000005"
 ckpt_grep "fp16 -> fp32: a precision change, said so" "note: a precision change: saved in (param f16"
+
+ckpt_run "bf16: 5 steps, saved at 5, exported at the end" 300 "${common[@]}" --precision bf16 --steps 5 \
+    --save "$TMP/b" --save-every 5 --export-hf "$TMP/b_end"
+ckpt_run "bf16: --steps 0 --resume step 5 --export-hf" 300 "${common[@]}" --precision bf16 --steps 0 \
+    --resume "$TMP/b/step_000005" --export-hf "$TMP/b_loaded"
+why=""
+cmp -s "$TMP/b_end/model.safetensors" "$TMP/b_loaded/model.safetensors" ||
+    why="the export of the loaded checkpoint differs from the export at the end of the run that saved it"
+expect_verdict "--steps 0 --resume: the checkpoint's weights exported, byte for byte the saving run's" "$why" \
+    "$(ls -l "$TMP/b_end/model.safetensors" "$TMP/b_loaded/model.safetensors" 2>&1)" "$ckpt_last_output"
 
 ckpt_run "--save-every auto (MTBF 0.018 s)" 300 "${common[@]}" --save "$TMP/auto" --save-every auto \
     --mtbf-hours 0.000005
