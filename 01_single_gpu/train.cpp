@@ -67,10 +67,11 @@ int train(int argc, char** argv) {
     if (cfg.steps > 0) print_activation_table(model, cfg, saved);
     std::printf("\nmemory by tag on %s:\n%s", device_name(device), memory_table(device).c_str());
     // the policy's bytes a parameter (fp32: 4 + 4 + 8 = 16; bf16: 2 + 4 (f32 gradients) + 4 (master) + 8 = 18);
-    // --steps 0 builds AdamW without its moments or master (nothing to train)
+    // a run that does not train (adamw_config: --steps 0) builds AdamW without its moments or master
     const Precision& pol = model.precision();
+    const bool trains = adamw_config(cfg).trains;
     const int64_t N = model.n_params(), wb = (int64_t)dtype_size(pol.param), gb = (int64_t)dtype_size(pol.grad);
-    const int64_t mb = cfg.steps > 0 && pol.fp32_master ? 4 : 0, ob = cfg.steps > 0 ? 8 : 0;
+    const int64_t mb = trains && pol.fp32_master ? 4 : 0, ob = trains ? 8 : 0;
     std::printf("model state formula (--precision %s): params %ldN = %ld, grads %ldN = %ld, master %ldN = %ld, "
                 "AdamW %ldN = %ld bytes\n", cfg.precision.c_str(), (long)wb, (long)(wb * N), (long)gb, (long)(gb * N),
                 (long)mb, (long)(mb * N), (long)ob, (long)(ob * N));

@@ -88,7 +88,6 @@ int train(int argc, char** argv) {
     TrainLoop loop{trainer, *data, cfg, data_parallel_plan(cfg, dp), StepLogConfig{}, {}, {}};
     configure_log(loop, mc, device, dp.size());
     loop.world = &grid.world();
-    if (defer_gather) loop.settle_weights = [&] { zero_hooks->finish_weight_gather(); };  // evaluation, saves, export
     loop.on_step = [&](StepRecord& rec, const StepResult&) { rec.extra.push_back({"MB sent", step_bytes() / 1e6}); };
 
     const int K = dp.size();

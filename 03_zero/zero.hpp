@@ -74,6 +74,7 @@ class ZeroHooks : public StepHooks {
     void defer_weight_gather();
     // lands the deferred gathers still in flight: before anything reads the full weights outside the model's walk
     void finish_weight_gather();
+    void settle_weights() override { finish_weight_gather(); }  // the loop's evaluation, saves, export
     // ZeRO-1/2: what waiting for the weight all-gathers cost this rank so far (at once, or deferred)
     const GatherWaits& weight_gather_waits() const { return deferred_ ? deferred_->waits() : waits_; }
 

@@ -6,7 +6,7 @@
 // full weights): unit u's gather overlaps the compute of the units before it, as ZeRO-3's prefetch does — seed
 // 000's "all-gather ... 与 forward 重叠（每 layer 用之前才 gather）".
 // Anything that reads model.params() outside the model's walk (a checkpoint, an export) calls finish_all() first:
-// ZeroHooks does before the next update and in gather_params(), run_training through TrainLoop::settle_weights
+// ZeroHooks does before the next update and in gather_params(), run_training through StepHooks::settle_weights
 // (03_zero/train.cpp's --zero-defer-gather).
 // GatherWaits counts what the waits cost either way: the gathers still in flight when the rank had to have them
 // (exposed), and the time it was blocked in those waits.

@@ -17,6 +17,7 @@
 // reports the same number. Messages between two chunks of one stage (--pp 1 with chunks) are handed over locally.
 //   mpirun -np 4 build/bin/07_pipeline_parallel --pp 4 --pp-schedule 1f1b --grad-accum 8
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
@@ -58,6 +59,13 @@ struct PipelineStepRecord {
     double sent_bytes = 0;           // what this stage sent on the pipeline group in the step
     int64_t activations_before = 0;  // kept activations when the step began
     std::vector<int64_t> forward_bytes;  // per chunk: the activations (device + host) the chunk's first F kept
+
+    // the most activations the step held between two ops, beyond what it began with (what the planner predicts)
+    int64_t peak_held() const {
+        int64_t held = 0;
+        for (const PipeOpRecord& r : ops) held = std::max(held, r.activation_bytes - activations_before);
+        return held;
+    }
 };
 
 // One span for the Chrome trace (pipeline_clock.hpp writes them): compute on track 0, communication on track 1.

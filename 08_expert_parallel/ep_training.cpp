@@ -80,8 +80,9 @@ LlamaConfig resolve_moe_model(const TrainConfig& cfg, const ExpertParallelFlags&
     mc.validate();
     if (!cfg.export_hf.empty()) {  // what the flags above changed, refused before training rather than after it
         check_hf_exportable(mc);
-        CHECK(parse_moe_balance(f.balance) != MoeBalance::bias, "--export-hf with --moe-balance bias: the per-expert "
-              "routing bias has no place in transformers' MixtralForCausalLM (train with --moe-balance aux or none)");
+        const std::string lost = moe_hf_export_gap(moe_options(f));
+        CHECK(lost.empty(), "--export-hf: model %s would have %s, which transformers' MixtralForCausalLM has no place "
+              "for (train with --moe-balance aux or none)", mc.name.c_str(), lost.c_str());
     }
     return mc;
 }

@@ -108,11 +108,13 @@ void MoeLayer::declare(LayoutBuilder& b) const {
     b.end_unit();
 }
 
-std::string MoeLayer::hf_export_gap() const {
-    return opt_.balance == MoeBalance::bias ? "a per-expert routing bias (--moe-balance bias) added to the router's "
-                                              "scores when it picks the experts"
-                                            : "";
+std::string moe_hf_export_gap(const MoeOptions& o) {
+    return o.balance == MoeBalance::bias ? "a per-expert routing bias (--moe-balance bias) added to the router's "
+                                           "scores when it picks the experts"
+                                         : "";
 }
+
+std::string MoeLayer::hf_export_gap() const { return moe_hf_export_gap(opt_); }
 
 std::unique_ptr<MlpActs> MoeLayer::forward(const LlamaConfig& c, const LayerParams& w, const MicroBatch& mb,
                                            double global_tokens, const Tensor& x, Tensor& y, Tag saved) {

@@ -39,6 +39,10 @@ struct MoeOptions {
     double capacity_factor = 0;    // --moe-capacity: copies per expert and sequence = ceil(cf k T / E); 0: none
 };
 
+// what a layer with these options has that transformers' MixtralForCausalLM cannot hold ("": nothing); the
+// layer's hf_export_gap, and chapter 08's start-up refusal of --export-hf
+std::string moe_hf_export_gap(const MoeOptions& o);
+
 // What one layer's routing did over the micro-batches recorded since reset_stats (each training
 // micro-batch once, when its backward runs), on this rank.
 struct MoeLayerStats {

@@ -75,8 +75,8 @@ bool parse_5d_flags(int argc, char** argv, TrainConfig& cfg, FiveDFlags& f) {
 }
 
 LlamaConfig resolve_5d_model(const TrainConfig& cfg, const FiveDFlags& f) {
-    const LlamaConfig mc = resolve_model(cfg, (int)f.zero);
-    return mc.moe.enabled() ? resolve_moe_model(cfg, f.moe) : mc;
+    // the config alone says which (resolve_moe_model runs resolve_model's start-up checks itself)
+    return resolve_model(cfg.model).moe.enabled() ? resolve_moe_model(cfg, f.moe) : resolve_model(cfg, (int)f.zero);
 }
 
 GridShape shape_of(const TrainConfig& cfg) {

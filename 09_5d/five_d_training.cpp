@@ -207,10 +207,8 @@ StepResult FiveDTraining::run() {
         if (rec.step == 1) {
             std::vector<double> now = sent();
             for (size_t k = 0; k < now.size(); k++) now[k] -= before[k];
-            const PipelineStepRecord& last = parts->stage->executor->last_step();
-            int64_t held = 0;
-            for (const PipeOpRecord& r : last.ops) held = std::max(held, r.activation_bytes - last.activations_before);
-            print_measured(now, held, mem_stats(device).peak[(int)Tag::activations]);
+            print_measured(now, parts->stage->executor->last_step().peak_held(),
+                           mem_stats(device).peak[(int)Tag::activations]);
         }
     };
     return run_training(loop);

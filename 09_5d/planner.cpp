@@ -84,11 +84,10 @@ struct Slice {
     std::vector<int64_t> units;          // dense units (ZeRO cuts each over the dp × cp group)
     int64_t expert_numel = 0;            // experts (cut over edp = dp · cp / ep)
     int64_t embedding = 0, vocab_rows = 0;
-    int64_t layers = 0, moe_layers = 0;
-    bool head = false, runs_embedding = false;  // (a tied table's replica on the last stage runs no embedding)
     struct Chunk {
         LayerRange layers;
         bool embedding = false, head = false;  // it starts with the embedding / ends in the head
+        int64_t moe_layers = 0;
     };
     std::vector<Chunk> chunks;
 };
@@ -105,16 +104,14 @@ Slice model_slice(const Job& job, const Layout& L, const GridCoords& c) {
     s.numel = pl.numel;
     s.embedding = pl.units.front().numel;
     s.vocab_rows = pl.vocab_rows;
-    s.head = pl.slice.has_head;
-    s.runs_embedding = pl.slice.has_embedding;
     for (int k = 0; k < pl.slice.chunks(); k++) {
         const LayerRange r = pl.slice.chunk(k);
-        s.layers += r.end - r.begin;
-        s.chunks.push_back({r, s.runs_embedding && k == pl.slice.embedding_chunk(),
-                            s.head && k == pl.slice.head_chunk(cfg.n_layers)});
+        // (a tied table's replica on the last stage runs no embedding)
+        s.chunks.push_back({r, pl.slice.has_embedding && k == pl.slice.embedding_chunk(),
+                            pl.slice.has_head && k == pl.slice.head_chunk(cfg.n_layers)});
         for (int64_t l = r.begin; l < r.end; l++) {
             if (!cfg.moe.moe_layer(l)) continue;
-            s.moe_layers++;
+            s.chunks.back().moe_layers++;
             const MoeConfig& m = cfg.moe;
             const int64_t h = cfg.hidden, t = L.grid.tp;
             const int64_t mlp = 3 * h * cfg.ffn / t, router = m.experts * h, shared = 3 * h * m.shared_experts * m.expert_ffn / t;
@@ -163,7 +160,7 @@ ActBytes micro_batch_activations(const Job& job, const Layout& L, const Slice& s
         int64_t bytes = 0, left = 0;
         const int64_t n = k.layers.end - k.layers.begin;
         for (int64_t l = k.layers.begin; l < k.layers.end; l++) {
-            const bool moe = c.moe.enabled() && c.moe.moe_layer(l);
+            const bool moe = c.moe.moe_layer(l);
             bytes += layer(moe);
             // B with W deferred (model.cpp's block_backward_input, Tag::activations until W): the gradients of
             // q, k, v, gate and up take the place of the tensors they are the gradients of, which B frees with
@@ -241,15 +238,10 @@ int64_t pipeline_sends(const Layout& L, int stage) {
 struct Visits {
     int64_t layers = 0, moe_layers = 0, embeddings = 0, heads = 0;
 };
-Visits chunk_visits(const Job& job, const Layout& L, int stage, const Slice& s) {
-    auto moe_layers = [&](const LayerRange& r) {
-        int64_t n = 0;
-        for (int64_t l = r.begin; l < r.end; l++) n += job.model.moe.enabled() && job.model.moe.moe_layer(l);
-        return n;
-    };
+Visits chunk_visits(const Layout& L, int stage, const Slice& s) {
     Visits v;
     auto visit = [&](const Slice::Chunk& k, int64_t times) {
-        v.layers += times * (k.layers.end - k.layers.begin), v.moe_layers += times * moe_layers(k.layers);
+        v.layers += times * (k.layers.end - k.layers.begin), v.moe_layers += times * k.moe_layers;
         v.embeddings += times * k.embedding, v.heads += times * k.head;
     };
     if (L.grid.pp == 1) {
@@ -315,7 +307,6 @@ RankPrediction predict_rank(const Job& job, const Machine& m, const Layout& L, i
     if (job.precision == Precision::bf16_weights) r.state.grads *= 2;  // f32 gradients beside the 2-byte weights
 
     const ActBytes a = micro_batch_activations(job, L, s);
-    r.micro_batch_activations = a.total;
     r.in_flight = in_flight(L, r.coords.pp);
     r.activations = peak_activations(L, r.coords.pp, a);
 
@@ -323,7 +314,7 @@ RankPrediction predict_rank(const Job& job, const Machine& m, const Layout& L, i
     const int64_t eb = job.elem_bytes(), mb = L.grad_accum, Tl = job.seq / g.cp, h = c.hidden;
     const int64_t Nt = L.micro_batch * Tl, Nr = L.sp ? Nt / g.tp : Nt;
     r.tp_layer_bytes = (int64_t)std::llround(tp_layer_comm_elements(g.tp, Tl, L.micro_batch, h) * (double)eb);
-    const Visits v = chunk_visits(job, L, r.coords.pp, s);
+    const Visits v = chunk_visits(L, r.coords.pp, s);
     if (g.tp > 1) {
         // per layer a micro-batch runs: its four boundaries (again in forward when full recomputation reruns the
         // block: half of them), and under SP the norms' weight gradients, summed over tp where backward computes
@@ -363,7 +354,7 @@ RankPrediction predict_rank(const Job& job, const Machine& m, const Layout& L, i
     r.bytes.cp = (double)v.layers *
                  (cp_ring_layer_bytes(g.cp, L.micro_batch, job.seq, c.n_kv_heads / g.tp, c.head_dim(), eb) +
                   (passes - 1) * (double)(g.cp - 1) * 2.0 * (double)(L.micro_batch * Tl * c.n_kv_heads / g.tp * c.head_dim() * eb));
-    if (g.ep > 1 && s.moe_layers > 0) {
+    if (g.ep > 1 && v.moe_layers > 0) {
         // uniform routing: each of the Nr·k copies goes to any of the ep ranks alike; ep_layer_all_to_all_bytes's
         // terms: the counts (El int32 to each other rank), the rows out and back in forward, again in backward
         const int64_t El = c.moe.experts / g.ep, copies = Nr * c.moe.top_k;

@@ -87,11 +87,10 @@ struct RankPrediction {
     int64_t numel = 0;             // elements of this rank's slice of the model (tp shard of its stage)
     int64_t shard = 0;             // of them, its ZeRO shard (zero_shard_numel over the dp × cp group)
     ModelStateBytes state;         // params, grads, fp32 master, Adam moments
-    int64_t micro_batch_activations = 0;  // Tag::activations one forward of one micro-batch keeps
     int in_flight = 1;             // micro-batches held at once (the schedule's)
     // the most activations the stage holds between two ops of its list (device + host under offload): its list
     // walked, each F adding what its chunk keeps, a B whose W comes later adding what it leaves for that W, each W
-    // or BW giving its chunk's back; with one chunk and a fused backward, in_flight · micro_batch_activations
+    // or BW giving its chunk's back; with one chunk and a fused backward, in_flight × what one micro-batch's forward keeps
     int64_t activations = 0;
     int64_t tp_layer_bytes = 0;    // what one decoder layer's TP boundaries send per micro-batch (fwd + bwd)
     AxisBytes bytes;               // per step

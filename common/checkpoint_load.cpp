@@ -156,13 +156,7 @@ void CheckpointReader::read_run(const ParamTensor& t, PieceKind k, int64_t begin
             const int64_t gc_first = p.col0 + (o_lo - (g - p.row0) * p.cols);  // global column of o_lo
             float* dst = out + (r * cols + (gc_first - col0) - begin);
             const char* src = piece_bytes(si, pi) + (o_lo - p.begin) * dtype_size(p.dtype);
-            if (p.dtype == DType::f32) {
-                std::memcpy(dst, src, (size_t)(o_hi - o_lo) * 4);
-            } else {
-                const uint16_t* h = (const uint16_t*)src;
-                const bool bf16 = p.dtype == DType::bf16;
-                for (int64_t i = 0; i < o_hi - o_lo; i++) dst[i] = bf16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
-            }
+            dtype_to_f32(src, p.dtype, dst, o_hi - o_lo);
             if (g < full_rows) covered += o_hi - o_lo;
         }
         e += c_hi - c_lo;
@@ -196,9 +190,8 @@ int64_t load_checkpoint(const std::string& step_dir, Model& model, AdamW& optim,
             if (r.count > 0) ck.read_run(L.find(r.name), k, r.name_offset, r.count, host.data() + r.offset);
         store_params(Tensor::from_host(host, {dst.numel()}, Device::cpu), dst);
     };
-    if (optim.param.defined() && !aliased) fill(optim.param, weights);  // ZeRO-3's shard
-    // a master from the master pieces; saved without one (f32 weights), the weights are the master
-    if (optim.master.defined()) fill(optim.master, ck.has_kind(PieceKind::master) ? PieceKind::master : PieceKind::param);
+    if (!aliased) fill(optim.param, weights);  // ZeRO-3's shard
+    fill(optim.master, weights);  // saved without a master (f32 weights), the weights are the master
     fill(optim.m, PieceKind::m);
     fill(optim.v, PieceKind::v);
     optim.step_count = ck.metadata().at("optimizer").at("step_count").get<int>();

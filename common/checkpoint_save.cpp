@@ -78,13 +78,8 @@ void add_piece(CheckpointSnapshot& s, CheckpointPiece p, const std::vector<float
     p.offset = s.bytes.size();
     s.bytes.resize(s.bytes.size() + p.nbytes());
     char* out = s.bytes.data() + p.offset;
-    if (d == DType::f32) {
-        std::memcpy(out, host.data() + first, (size_t)n * 4);
-    } else {  // exact both ways: the values were bf16 or f16 before to_host widened them
-        uint16_t* o = (uint16_t*)out;
-        for (int64_t i = 0; i < n; i++)
-            o[i] = d == DType::bf16 ? f32_to_bf16(host[(size_t)(first + i)]) : f32_to_f16(host[(size_t)(first + i)]);
-    }
+    // exact both ways for bf16/f16: the values were in d before to_host widened them
+    f32_to_dtype(host.data() + first, out, d, n);
     s.pieces.push_back(std::move(p));
 }
 

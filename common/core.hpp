@@ -128,6 +128,10 @@ uint8_t f32_to_e4m3(float x, bool saturate = true);
 float e4m3_to_f32(uint8_t b);
 uint8_t f32_to_e5m2(float x, bool saturate = true);
 float e5m2_to_f32(uint8_t b);
+// n f32 values <-> n values of dtype t, each converted as above (fp8 saturates: a scaled tensor should
+// never make NaNs); no alignment needed. i32 is refused.
+void f32_to_dtype(const float* src, void* dst, DType t, int64_t n);
+void dtype_to_f32(const void* src, DType t, float* dst, int64_t n);
 
 // ---------------------------------------------------------------------------------------------------
 // counter-based RNG: Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3").

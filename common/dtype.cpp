@@ -134,4 +134,48 @@ float e4m3_to_f32(uint8_t b) { return decode(b, kE4M3); }
 uint8_t f32_to_e5m2(float x, bool saturate) { return (uint8_t)encode(x, kE5M2, saturate); }
 float e5m2_to_f32(uint8_t b) { return decode(b, kE5M2); }
 
+// n values at a time; elements are copied byte-wise, so src and dst need no alignment (a safetensors file's
+// tensors start wherever its header ends)
+namespace {
+template <class Code, class Enc>
+void encode_all(const float* src, void* dst, int64_t n, Enc enc) {
+    for (int64_t i = 0; i < n; i++) {
+        const Code c = enc(src[i]);
+        std::memcpy((char*)dst + i * sizeof(Code), &c, sizeof(Code));
+    }
+}
+template <class Code, class Dec>
+void decode_all(const void* src, float* dst, int64_t n, Dec dec) {
+    for (int64_t i = 0; i < n; i++) {
+        Code c;
+        std::memcpy(&c, (const char*)src + i * sizeof(Code), sizeof(Code));
+        dst[i] = dec(c);
+    }
+}
+}  // namespace
+
+void f32_to_dtype(const float* src, void* dst, DType t, int64_t n) {
+    switch (t) {
+        case DType::f32: std::memmove(dst, src, (size_t)n * sizeof(float)); return;
+        case DType::bf16: encode_all<uint16_t>(src, dst, n, f32_to_bf16); return;
+        case DType::f16: encode_all<uint16_t>(src, dst, n, f32_to_f16); return;
+        case DType::e4m3: encode_all<uint8_t>(src, dst, n, [](float x) { return f32_to_e4m3(x, true); }); return;
+        case DType::e5m2: encode_all<uint8_t>(src, dst, n, [](float x) { return f32_to_e5m2(x, true); }); return;
+        case DType::i32: break;
+    }
+    FAIL("convert: cannot encode f32 as %s", dtype_name(t));
+}
+
+void dtype_to_f32(const void* src, DType t, float* dst, int64_t n) {
+    switch (t) {
+        case DType::f32: std::memmove(dst, src, (size_t)n * sizeof(float)); return;
+        case DType::bf16: decode_all<uint16_t>(src, dst, n, bf16_to_f32); return;
+        case DType::f16: decode_all<uint16_t>(src, dst, n, f16_to_f32); return;
+        case DType::e4m3: decode_all<uint8_t>(src, dst, n, e4m3_to_f32); return;
+        case DType::e5m2: decode_all<uint8_t>(src, dst, n, e5m2_to_f32); return;
+        case DType::i32: break;
+    }
+    FAIL("convert: cannot decode %s as f32", dtype_name(t));
+}
+
 }  // namespace penta

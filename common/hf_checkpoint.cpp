@@ -38,31 +38,10 @@ nlohmann::json read_json(const std::string& path) {
     }
 }
 
-// n elements of a safetensors dtype -> f32 (the file is little-endian, as every machine we run on)
+// n elements of a safetensors dtype (F32, BF16 or F16: checked when the file is opened) -> f32
 void to_f32(const std::string& dtype, const uint8_t* src, int64_t n, float* dst) {
-    if (dtype == "F32") {
-        std::memcpy(dst, src, 4 * (size_t)n);
-        return;
-    }
-    const bool bf16 = dtype == "BF16";
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = bf16 ? bf16_to_f32(h) : f16_to_f32(h);
-    }
+    dtype_to_f32(src, dtype == "F32" ? DType::f32 : dtype == "BF16" ? DType::bf16 : DType::f16, dst, n);
 }
-
-void from_f32(DType dtype, const float* src, int64_t n, uint8_t* dst) {
-    if (dtype == DType::f32) {
-        std::memcpy(dst, src, 4 * (size_t)n);
-        return;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        const uint16_t h = dtype == DType::bf16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-    }
-}
-
 
 // Prints "loading DIR: 41% (1.20 of 2.94 GB)" on rank 0 while a large load runs (LoadProgressOptions).
 class Progress {
@@ -330,7 +309,7 @@ uint64_t export_hf(Model& model, const std::string& dir, const GridCoords& coord
             const int64_t C = t.full_shape.size() == 2 ? t.full_shape[1] : 1;
             const int64_t valid = std::min(rows, std::max<int64_t>(0, t.full_shape[0] - t.row0));
             bytes.resize((size_t)(valid * cols) * es);
-            from_f32(dtype, w.data() + (t.offset - L.units[u].offset), valid * cols, bytes.data());
+            f32_to_dtype(w.data() + (t.offset - L.units[u].offset), bytes.data(), dtype, valid * cols);
             const uint64_t at = plan.offsets[entry_of.at(t.name)];
             if (cols == C)
                 write_at(fd, path, bytes.data(), bytes.size(), at + (uint64_t)(t.row0 * C) * es);

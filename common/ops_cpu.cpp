@@ -329,31 +329,6 @@ void scale_inplace(Tensor& x, float s) {
 
 namespace {
 
-// n f32 values -> n values of dst's dtype (fp8 saturates: a scaled tensor should never make NaNs)
-void encode(const float* src, void* dst, DType t, int64_t n) {
-    switch (t) {
-        case DType::f32: std::memmove(dst, src, n * sizeof(float)); return;
-        case DType::bf16: for (int64_t i = 0; i < n; i++) ((uint16_t*)dst)[i] = f32_to_bf16(src[i]); return;
-        case DType::f16: for (int64_t i = 0; i < n; i++) ((uint16_t*)dst)[i] = f32_to_f16(src[i]); return;
-        case DType::e4m3: for (int64_t i = 0; i < n; i++) ((uint8_t*)dst)[i] = f32_to_e4m3(src[i], true); return;
-        case DType::e5m2: for (int64_t i = 0; i < n; i++) ((uint8_t*)dst)[i] = f32_to_e5m2(src[i], true); return;
-        case DType::i32: break;
-    }
-    FAIL("convert: cannot encode f32 as %s", dtype_name(t));
-}
-
-void decode(const void* src, DType t, float* dst, int64_t n) {
-    switch (t) {
-        case DType::f32: std::memmove(dst, src, n * sizeof(float)); return;
-        case DType::bf16: for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_f32(((const uint16_t*)src)[i]); return;
-        case DType::f16: for (int64_t i = 0; i < n; i++) dst[i] = f16_to_f32(((const uint16_t*)src)[i]); return;
-        case DType::e4m3: for (int64_t i = 0; i < n; i++) dst[i] = e4m3_to_f32(((const uint8_t*)src)[i]); return;
-        case DType::e5m2: for (int64_t i = 0; i < n; i++) dst[i] = e5m2_to_f32(((const uint8_t*)src)[i]); return;
-        case DType::i32: break;
-    }
-    FAIL("convert: cannot decode %s as f32", dtype_name(t));
-}
-
 template <class T>
 void fill_bits(const Tensor& x, T bits) {
     T* p = (T*)x.data();
@@ -368,13 +343,13 @@ void fill(Tensor& x, float value) {
         case DType::f32: fill_bits<float>(x, value); return;
         case DType::bf16: case DType::f16: {
             uint16_t bits;
-            encode(&value, &bits, x.dtype, 1);
+            f32_to_dtype(&value, &bits, x.dtype, 1);
             fill_bits<uint16_t>(x, bits);
             return;
         }
         case DType::e4m3: case DType::e5m2: {
             uint8_t bits;
-            encode(&value, &bits, x.dtype, 1);
+            f32_to_dtype(&value, &bits, x.dtype, 1);
             fill_bits<uint8_t>(x, bits);
             return;
         }
@@ -383,9 +358,9 @@ void fill(Tensor& x, float value) {
 
 void convert(Tensor& dst, const Tensor& src) {
     if (src.dtype == DType::f32)
-        encode(src.ptr<float>(), dst.data(), dst.dtype, dst.numel());
+        f32_to_dtype(src.ptr<float>(), dst.data(), dst.dtype, dst.numel());
     else
-        decode(src.data(), src.dtype, dst.ptr<float>(), dst.numel());
+        dtype_to_f32(src.data(), src.dtype, dst.ptr<float>(), dst.numel());
 }
 
 // ---- initialisation ---------------------------------------------------------------------------------

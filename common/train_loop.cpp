@@ -348,7 +348,8 @@ StepResult train_steps(TrainLoop& L, const Dataset& val) {
         const bool eval_now = cfg.eval_every > 0 && ((s + 1) % cfg.eval_every == 0 || last);
         // ZeRO-1's deferred gathers land before what reads the weights: an evaluation or a save (only then, so
         // --save keeps the overlap on the other steps)
-        if ((eval_now || (ckpt && ckpt->due(s + 1, last))) && L.settle_weights) L.settle_weights();
+        if (eval_now || (ckpt && ckpt->due(s + 1, last)))
+            for (StepHooks* h : L.trainer.hooks) h->settle_weights();
         if (eval_now) {
             Eval e = evaluate(L.trainer.model, val, cfg, L.full_logits);
             rec.task_accuracy = e.accuracy;
@@ -419,7 +420,7 @@ StepResult run_training(TrainLoop& L) {
         cfg.val_data.empty() ? nullptr : make_dataset(cfg.val_data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
     // --steps 0 trains nothing, but --resume still loads the checkpoint's weights (train_steps runs no step)
     StepResult r = cfg.steps > 0 || !cfg.resume.empty() ? train_steps(L, val ? *val : L.data) : StepResult{};
-    if (L.settle_weights) L.settle_weights();  // --export-hf and --generate read them
+    for (StepHooks* h : L.trainer.hooks) h->settle_weights();  // --export-hf and --generate read them
     if (!cfg.export_hf.empty()) {
         const GridShape shape{(int)cfg.dp, (int)cfg.pp, (int)cfg.cp, (int)cfg.tp, (int)cfg.ep};
         CHECK(shape.ranks() == world_size(), "--export-hf: the layout %s is not the job's %d ranks", shape.str().c_str(),

@@ -60,10 +60,6 @@ struct TrainLoop {
     std::function<void(StepRecord&, const StepResult&)> on_step;
     // every rank of the job (the grid's world), for the straggler report; nullptr: one rank
     Comm* world = nullptr;
-    // called before the loop reads the full weights outside a step (evaluation, a checkpoint save, --export-hf,
-    // --generate): a layout that leaves weights in flight after its step lands them (chapter 03's
-    // --zero-defer-gather); empty: nothing in flight
-    std::function<void()> settle_weights = nullptr;
 };
 
 // Fills loop.log for a model of config mc (the FULL model, whatever shard this rank holds) trained on

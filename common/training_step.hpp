@@ -78,6 +78,9 @@ struct StepHooks {
     virtual void before_update() {}
     // after the optimizer step (ZeRO-1/2 all-gather the updated shards)
     virtual void after_update() {}
+    // before the loop reads the full weights outside a step (evaluation, a checkpoint save, --export-hf,
+    // --generate): a hook that leaves weights in flight after its step lands them (ZeRO-1's deferred gather)
+    virtual void settle_weights() {}
 };
 
 // Everything one optimizer step runs on this rank.

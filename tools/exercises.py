@@ -296,7 +296,8 @@ SAVED = ".pentatron-grade-saved"  # in DIR: the student's files while the instru
 
 
 def marker_spans(lines):
-    """{id: [(begin, end)]}: 0-based indices of each region's marker lines, in file order"""
+    """{id: [(begin, end)]}: 0-based indices of each region's marker lines, in file order (a student's file:
+    unlike find_regions, it skips what it cannot pair rather than stopping)"""
     spans, open_ = {}, None
     for i, line in enumerate(lines):
         b, e = BEGIN.match(line), END.match(line)
@@ -350,7 +351,10 @@ def lend_later_regions(ch, dest, regions):
             new = theirs
         else:
             src_lines, lines = theirs.split("\n"), mine.split("\n")
-            src_spans, spans = marker_spans(src_lines), marker_spans(lines)
+            # the instructor's marker lines are those find_regions read (1-based); the student's file is read
+            # leniently (its own chapter's markers may be broken: that is for its grade to say)
+            src_spans = {eid: [(b - 1, e - 1) for ff, b, e, *_ in regions[eid] if ff == f] for eid in later}
+            spans = marker_spans(lines)
             for eid in later:
                 if len(spans.get(eid, [])) != len(src_spans[eid]):
                     die(f"{path}: the marker lines of exercise {eid} (a later chapter's) are not as handed out "

@@ -74,10 +74,8 @@ PpRun run_pp_layout(const PpLayout& L, int steps, bool keep_grads) {
     run.ran_the_list = last.ops.size() == parts.plan.ops[run.stage].size();
     for (size_t k = 0; k < last.ops.size() && run.ran_the_list; k++)
         run.ran_the_list = last.ops[k].op == parts.plan.ops[run.stage][k];
-    for (const PipeOpRecord& r : last.ops) {
-        run.peak_in_flight = std::max(run.peak_in_flight, r.in_flight);
-        run.peak_activations = std::max(run.peak_activations, r.activation_bytes - last.activations_before);
-    }
+    for (const PipeOpRecord& r : last.ops) run.peak_in_flight = std::max(run.peak_in_flight, r.in_flight);
+    run.peak_activations = last.peak_held();
     run.forward_bytes = last.forward_bytes[0];
     run.sent_bytes = last.sent_bytes;
     run.pair_bytes = parts.replicas ? parts.replicas->bytes() - pair_before : 0.0;

@@ -30,7 +30,7 @@ EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 2 "$BIN/08_expert_parallel" <<'EOF'
 --model $TMP/window.json           | sliding_window 16 < max_position_embeddings 64: sliding-window attention is not modelled
 --model $TMP/qwen.json             | model_type "qwen2_moe" does not fit this MoE layer: its attention has q/k/v biases
 --dump-reference $TMP/dump         | --dump-reference: the dump is of the whole model on one rank
---moe-balance bias --export-hf $TMP/x | --export-hf with --moe-balance bias: the per-expert routing bias has no place
+--moe-balance bias --export-hf $TMP/x | would have a per-expert routing bias (--moe-balance bias) added to the router's scores when it picks the experts, which transformers' MixtralForCausalLM has no place
 --moe-shared 1 --export-hf $TMP/x  | which has no place for: 1 shared experts (DeepSeekMoE)
 EOF
 EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 4 "$BIN/08_expert_parallel" <<'EOF'

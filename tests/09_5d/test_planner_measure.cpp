@@ -109,9 +109,7 @@ Measured measure_pipeline(const LlamaConfig& cfg, const Layout& L, int64_t seq) 
         // a tied table's two copies (first and last stage) are summed on a pair split from the pp group
         if (parts.replicas) out.bytes.pp += parts.replicas->bytes() - pair_before;
         out.state = state_now() - before;
-        const PipelineStepRecord& last = parts.executor->last_step();
-        for (const PipeOpRecord& r : last.ops)
-            out.activations = std::max(out.activations, r.activation_bytes - last.activations_before);
+        out.activations = parts.executor->last_step().peak_held();
     }
     return out;
 }
