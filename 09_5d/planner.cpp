@@ -301,10 +301,8 @@ RankPrediction predict_rank(const Job& job, const Machine& m, const Layout& L, i
     // EXERCISE 09.2 begin: this rank's model-state bytes for the layout: its slice's numel, its ZeRO shard (dense units over dp × cp, experts over edp), params + grads + master + optimizer
     r.numel = s.numel;
     r.shard = zero_shard_numel(s.units, K, d) + (s.expert_numel / Ke + (de < s.expert_numel % Ke ? 1 : 0));
-    r.state = job.precision == Precision::fp32 ? zero_model_state_bytes_fp32(L.zero, s.numel, r.shard)
-                                               : zero_model_state_bytes_bf16(L.zero, s.numel, r.shard);
+    r.state = zero_model_state_bytes(L.zero, s.numel, r.shard, job.param_bytes(), job.grad_bytes(), job.master_bytes());
     // EXERCISE 09.2 end
-    if (job.precision == Precision::bf16_weights) r.state.grads *= 2;  // f32 gradients beside the 2-byte weights
 
     const ActBytes a = micro_batch_activations(job, L, s);
     r.in_flight = in_flight(L, r.coords.pp);
@@ -332,10 +330,8 @@ RankPrediction predict_rank(const Job& job, const Machine& m, const Layout& L, i
     auto reduce = [&](int64_t psi, int64_t embedding, bool tied, int n) -> double {
         if (n == 1 || psi == 0) return 0.0;
         if (L.zero == 0) return dp_bytes_per_step_formula(n, (double)(psi * gb));
-        // zero_step_bytes counts every collective at the weights' bytes; its reduce-scatters (one per step under
-        // ZeRO-1, one per micro-batch under 2 and 3) carry the gradients, f32 beside bf16 weights
-        return zero_step_bytes(L.zero, psi, embedding, tied, mb, n, wb) +
-               (double)(L.zero == 1 ? 1 : mb) * (n - 1) / n * (double)((gb - wb) * psi);
+        // the all-gathers carry the weights, the reduce-scatters the gradients (f32 beside bf16 weights)
+        return zero_step_bytes(L.zero, psi, embedding, tied, mb, n, wb, gb);
     };
     r.bytes.dp = reduce(dense, s.embedding, c.tied_embeddings, K) + reduce(s.expert_numel, 0, true, Ke);
     r.bytes.pp = pipeline_stage_bytes(pipeline_sends(L, r.coords.pp), Nr, h, eb);

@@ -58,6 +58,7 @@ struct Job {
     int64_t elem_bytes() const { return precision == Precision::bf16 ? 2 : 4; }   // activations, tp/cp/pp/ep messages
     int64_t param_bytes() const { return precision == Precision::fp32 ? 4 : 2; }  // weights (and ZeRO's all-gathers)
     int64_t grad_bytes() const { return precision == Precision::bf16 ? 2 : 4; }   // gradients (and their reductions)
+    int64_t master_bytes() const { return precision == Precision::fp32 ? 0 : 4; }  // the fp32 master beside 2-byte weights
 };
 
 // One candidate: the grid's degrees and what each rank does with them.

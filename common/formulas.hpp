@@ -146,12 +146,21 @@ inline int64_t zero_shard_numel(const std::vector<int64_t>& unit_numels, int N, 
     return s;
 }
 
-// Model-state bytes on one rank in fp32 training, S = zero_shard_numel(...) (stage 0 = plain DP):
+// Model-state bytes on one rank, S = zero_shard_numel(...) (stage 0 = plain DP), for weights of param_b bytes,
+// gradients of grad_b, an fp32 master of master_b (0: none) and Adam's two fp32 moments: ZeRO-3 shards the
+// weights, ZeRO-2 and up the gradients, ZeRO-1 and up the master and the moments.
+constexpr ModelStateBytes zero_model_state_bytes(int stage, int64_t psi, int64_t S, int64_t param_b, int64_t grad_b,
+                                                 int64_t master_b) {
+    return {param_b * (stage >= 3 ? S : psi), grad_b * (stage >= 2 ? S : psi), master_b * (stage >= 1 ? S : psi),
+            8 * (stage >= 1 ? S : psi)};
+}
+
+// fp32 training:
 //   stage 0: 4Ψ + 4Ψ + 8Ψ    ZeRO-1: 4Ψ + 4Ψ + 8S    ZeRO-2: 4Ψ + 4S + 8S    ZeRO-3: 4S + 4S + 8S
 // No master copy: AdamW updates the fp32 weights themselves. Transient buffers (gathered units, per-unit
 // gradient buffers) are not model state: ch03 tags them Tag::comm.
 constexpr ModelStateBytes zero_model_state_bytes_fp32(int stage, int64_t psi, int64_t S) {
-    return {4 * (stage >= 3 ? S : psi), 4 * (stage >= 2 ? S : psi), 0, 8 * (stage >= 1 ? S : psi)};
+    return zero_model_state_bytes(stage, psi, S, 4, 4, 0);
 }
 
 // The playbook's bf16 mixed-precision version, 2Ψ + 2Ψ + kΨ with k = 12 (fp32 master 4 + Adam 8), each
@@ -168,8 +177,7 @@ constexpr ModelStateBytes zero_model_state_bytes_bf16_mixed(int stage, int64_t p
 //   stage 0: 2Ψ + 2Ψ + 12Ψ   ZeRO-1: 2Ψ + 2Ψ + 12S   ZeRO-2: 2Ψ + 2S + 12S   ZeRO-3: 2S + 2S + 12S
 // (zero_model_state_bytes_bf16_mixed is the playbook's closed form, Ψ/N for S.)
 constexpr ModelStateBytes zero_model_state_bytes_bf16(int stage, int64_t psi, int64_t S) {
-    return {2 * (stage >= 3 ? S : psi), 2 * (stage >= 2 ? S : psi), 4 * (stage >= 1 ? S : psi),
-            8 * (stage >= 1 ? S : psi)};
+    return zero_model_state_bytes(stage, psi, S, 2, 2, 4);
 }
 
 // Context parallelism's ring attention (06_context_parallel/ring_attention.hpp), bytes one rank sends per layer
@@ -189,12 +197,14 @@ constexpr double cp_ring_layer_bytes(int64_t cp, int64_t b, int64_t s, int64_t n
 //           the backward gathers every unit but an UNTIED embedding, whose backward reads no weights:
 //           A (3P - (N-1)/N · elem_bytes · E), E = V h untied, 0 tied (the head re-reads a tied table)
 // So without accumulation ZeRO-3 / ZeRO-1 = 3/2 exactly for a tied model: the playbook's 3Ψ vs 2Ψ.
+// grad_bytes: the reduce-scatters carry gradients of that size (f32 beside bf16 weights); 0: elem_bytes.
 inline double zero_step_bytes(int stage, int64_t psi, int64_t embedding, bool tied, int64_t A, int N,
-                              int64_t elem_bytes = 4) {
-    const double f = N > 1 ? double(N - 1) / N * (double)elem_bytes : 0.0;
-    if (stage <= 1) return 2 * f * (double)psi;
-    if (stage == 2) return (double)(A + 1) * f * (double)psi;
-    return (double)A * (2 * f * (double)psi + f * (double)(psi - (tied ? 0 : embedding)));
+                              int64_t elem_bytes = 4, int64_t grad_bytes = 0) {
+    const double ring = N > 1 ? double(N - 1) / N : 0.0;
+    const double f = ring * (double)elem_bytes, g = ring * (double)(grad_bytes > 0 ? grad_bytes : elem_bytes);
+    if (stage <= 1) return (f + g) * (double)psi;
+    if (stage == 2) return ((double)A * g + f) * (double)psi;
+    return (double)A * ((f + g) * (double)psi + f * (double)(psi - (tied ? 0 : embedding)));
 }
 
 // ---- pipeline parallelism (chapter 07) ----------------------------------------------------------------------
