@@ -17,6 +17,7 @@
 #include "hf_checkpoint.hpp"
 #include "ops_backend.hpp"
 #include "runtime.hpp"
+#include "straggler.hpp"
 #include "watchdog.hpp"
 
 namespace penta {
@@ -174,43 +175,6 @@ struct InjectNan : StepHooks {
                      (long)at, target->name.c_str(), (long)target->name_offset);
     }
 };
-// The straggler report of run_training (train_loop.hpp). Every rank calls after_step once per step.
-class StragglerWatch {
-   public:
-    explicit StragglerWatch(Comm* world) : world_(world && world->size() > 1 ? world : nullptr) {}
-    struct Verdict {
-        bool flagged = false;
-        int rank = 0;       // the rank that worked longest in the step
-        double work = 0;    // its step time less its time blocked in Comm waits
-        double median = 0;  // of the steps before
-    };
-    Verdict after_step(int64_t step, double seconds, double blocked) {
-        Verdict v;
-        v.work = std::max(0.0, seconds - blocked);
-        if (world_) {
-            // (work in µs, rank) as one double, so one max-reduce finds both: exact while < 2^52, so the µs
-            // are capped at 2^32 - 1 (71 minutes) and ranks at 2^20
-            const double us = std::min(std::floor(v.work * 1e6), 4294967295.0);
-            const double code = world_->all_reduce_scalar(us * kRanks + std::fmod(world_->rank(), kRanks), ReduceOp::max);
-            v.rank = (int)std::fmod(code, kRanks);
-            v.work = std::floor(code / kRanks) / 1e6;
-        }
-        if (step < 2) return v;  // step 1 pays for first-touch allocations: not a reference
-        if (times_.size() >= 5) {
-            std::vector<double> t = times_;
-            std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-            v.median = t[t.size() / 2];
-            v.flagged = seconds > kStragglerFactor * v.median && seconds - v.median > kStragglerMinSeconds;
-        }
-        times_.push_back(seconds);
-        return v;
-    }
-
-   private:
-    static constexpr double kRanks = 1048576;  // 2^20
-    Comm* world_;
-    std::vector<double> times_;  // of steps 2, 3, ...
-};
 }  // namespace
 
 namespace {
@@ -327,13 +291,7 @@ StepResult train_steps(TrainLoop& L, const Dataset& val) {
         device_synchronize(L.trainer.model.device());
         const double seconds = timer.seconds();
         const StragglerWatch::Verdict straggler = stragglers.after_step(s + 1, seconds, comm_blocked_seconds() - blocked0);
-        if (straggler.flagged && world_rank() == 0)
-            std::printf("straggler: step %ld took %.3f s, %.1fx the median %.3f s of the steps before; %s\n", (long)s + 1,
-                        seconds, seconds / straggler.median, straggler.median,
-                        L.world && L.world->size() > 1
-                            ? strfmt("rank %d worked longest (%.3f s; the others waited for it)", straggler.rank,
-                                     straggler.work).c_str()
-                            : "one rank: something else slowed it down");
+        if (straggler.print && world_rank() == 0) std::printf("%s\n", StragglerWatch::line(s + 1, seconds, straggler).c_str());
         StepRecord rec;
         rec.step = s + 1;
         rec.total_steps = cfg.steps;
@@ -363,6 +321,8 @@ StepResult train_steps(TrainLoop& L, const Dataset& val) {
         if (ckpt) ckpt->after_step(s + 1, seconds, last);
     }
     if (ckpt) ckpt->finish();
+    const std::string held_back = stragglers.closing_line();
+    if (!held_back.empty() && world_rank() == 0) std::printf("%s\n", held_back.c_str());
     return r;
 }
 

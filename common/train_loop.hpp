@@ -71,12 +71,8 @@ void print_task_baseline(const TrainConfig& cfg, const LlamaConfig& mc);
 // Runs cfg.steps steps (lr from the warmup+cosine schedule), evaluating every cfg.eval_every (on --val-data
 // when given), printing every cfg.log_every; honours --inject-failure, --inject-hang and --inject-nan. Then
 // --export-hf (every rank writes its part; the grid is the flags' --dp --pp --cp --tp --ep) and --generate.
-// Returns the last step's result. Straggler report: a step that takes more than kStragglerFactor times the median of the steps
-// before it (from step 2 on, once there are 5) and kStragglerMinSeconds more (shorter delays are the
-// scheduler's noise) is flagged by rank 0 with the rank that worked longest in it (its step time less its
-// time blocked in Comm waits: the one the others waited for; one max-reduce of the world per step carries
-// both).
-constexpr double kStragglerFactor = 3, kStragglerMinSeconds = 0.05;
+// Returns the last step's result. With more than one rank, rank 0 prints the straggler report: a step much
+// slower than the recent ones, with the rank that worked longest in it (straggler.hpp).
 StepResult run_training(TrainLoop& loop);
 
 // the "activations saved by one micro-batch's forward" table: measured beside our formula and the playbook's
