@@ -36,13 +36,19 @@ std::vector<std::string> machine_names() { return {"h100", "h200", "cpu"}; }
 Precision parse_precision(const std::string& s) {
     if (s == "fp32") return Precision::fp32;
     if (s == "bf16") return Precision::bf16;
-    FAIL("--precision %s: choose fp32 (this code's default) or bf16 (mixed precision, fp32 master weights)", s.c_str());
+    if (s == "bf16-weights") return Precision::bf16_weights;
+    FAIL("--precision %s: choose fp32 (this code's default), bf16 (the playbook's mixed precision: bf16 gradients, "
+         "fp32 master weights) or bf16-weights (the trainer's --precision bf16: f32 gradients and activations)",
+         s.c_str());
 }
 const char* precision_name(Precision p) {
     switch (p) {
         case Precision::fp32: return "fp32";
-        case Precision::bf16: return "bf16";
-        case Precision::bf16_weights: return "bf16 weights, f32 gradients and activations";
+        case Precision::bf16:
+            return "bf16 (the playbook's: bf16 weights, gradients, activations and messages, fp32 master and Adam; "
+                   "the trainer's --precision bf16 keeps f32 gradients: --precision bf16-weights)";
+        case Precision::bf16_weights: return "bf16-weights (the trainer's --precision bf16: bf16 weights, f32 gradients "
+                                             "and activations, fp32 master and Adam)";
     }
     return "?";
 }
@@ -574,17 +580,22 @@ std::string explain_choice(const std::vector<Candidate>& ranked, const Machine& 
 
 std::string format_table(const std::vector<Candidate>& ranked, size_t n) {
     std::ostringstream o;
-    o << strfmt("%-4s %-58s %9s %9s %9s %9s %8s %7s %7s %5s\n", "#", "layout", "params", "grads", "optim", "acts",
+    size_t w = 6;  // the layout column as wide as its longest entry (an interleaved or ZB-H1 layout is long)
+    for (size_t i = 0; i < ranked.size() && i < n; i++) w = std::max(w, ranked[i].layout.str().size());
+    o << strfmt("%-4s %-*s %9s %9s %9s %9s %8s %7s %7s %5s\n", "#", (int)w, "layout", "params", "grads", "optim", "acts",
                 "total", "step s", "tok/s/G", "MFU");
     for (size_t i = 0; i < ranked.size() && i < n; i++) {
         const Candidate& c = ranked[i];
         const ModelStateBytes& s = c.worst.state;
         auto g = [](int64_t b) { return strfmt("%.2fG", (double)b / (1 << 30)); };
-        o << strfmt("%-4zu %-58s %9s %9s %9s %9s %8s %7.2f %7.0f %4.0f%%%s\n", i + 1, c.layout.str().c_str(),
+        o << strfmt("%-4zu %-*s %9s %9s %9s %9s %8s %7.2f %7.0f %4.0f%%%s\n", i + 1, (int)w, c.layout.str().c_str(),
                     g(s.params).c_str(), g(s.grads).c_str(), g(s.master + s.optim).c_str(), g(c.worst.activations).c_str(),
                     g(c.worst.total()).c_str(), c.time.step, c.time.tokens_per_s / c.layout.grid.ranks(),
                     c.time.mfu * 100, c.fits ? "" : "  (does not fit)");
     }
+    o << "columns: params, grads, optim (fp32 master + Adam moments), acts (activations at the peak), total: GiB on the\n"
+         "fullest rank (G = 2^30 bytes); step s: predicted seconds per optimizer step; tok/s/G: tokens per second per\n"
+         "GPU; MFU: model FLOPs over the peak. Every figure is the planner's prediction (PLANNER.md), not a measurement.\n";
     return o.str();
 }
 

@@ -46,7 +46,7 @@ std::vector<std::string> machine_names();
 // with the fp32 master and Adam state, but f32 gradients, activations and messages (only the GEMMs' inputs are
 // rounded) — what chapter 09's trainer predicts its own memory with.
 enum class Precision { fp32, bf16, bf16_weights };
-Precision parse_precision(const std::string& flag_value);  // names --precision (fp32 | bf16)
+Precision parse_precision(const std::string& flag_value);  // names --precision (fp32 | bf16 | bf16-weights)
 const char* precision_name(Precision p);
 
 struct Job {

@@ -68,7 +68,9 @@ int run(int argc, char** argv) {
     f.add("efficiency", &eff, "share of peak a step's compute reaches, in (0, 1] (0: the machine's)");
     f.add("seq", &seq, "tokens per sequence");
     f.add("global-batch", &global_batch, "target sequences per optimizer step (the playbook's GBS / seq)");
-    f.add("precision", &precision, "bf16 (mixed, fp32 master and Adam) | fp32 (this code's default)");
+    f.add("precision", &precision,
+          "bf16 (the playbook's mixed precision: bf16 gradients, fp32 master and Adam) | bf16-weights (the "
+          "trainer's --precision bf16: f32 gradients) | fp32 (this code's default)");
     f.add("attention", &kernel, "naive | flash: the kernel whose saved tensors are counted");
     f.add("top", &top, "rows of the ranked table");
     f.add("allow-cross-node-tp", &cross_tp, "consider tp groups larger than a node");
