@@ -209,10 +209,16 @@ mutants: $(TEST_DEPS)
 DIR ?= exercises
 exercises:
 	@python3 tools/exercises.py make $(if $(CH),--ch $(CH),) --dir $(DIR)
+# grade's own status is 0 (full marks), 1 (not full marks) or 2 (could not grade); make itself exits 2 for
+# both failures, so the last line says which. Inside a student copy DIR defaults to the copy itself (a
+# self-check); DIR=. in the instructor's tree grades the reference solution.
 grade: | $(BUILD)/.deps-ok
 	@$(if $(CH),,echo "make grade: CH=NN (two digits) names the chapter to grade" >&2; exit 2;) \
 	 BUILD=$(BUILD) MPI=$(MPI) CUDA=$(CUDA) DEBUG=$(DEBUG) ARCH="$(ARCH)" \
-	 python3 tools/exercises.py grade --ch $(CH) --dir $(DIR) $(if $(filter 1,$(JSON)),--json,) $(if $(TIMEOUT),--timeout $(TIMEOUT),)
+	 python3 tools/exercises.py grade --ch $(CH) $(if $(filter command line environment,$(origin DIR)),--dir $(DIR),) \
+	   $(if $(filter 1,$(JSON)),--json,) $(if $(TIMEOUT),--timeout $(TIMEOUT),); rc=$$?; \
+	 case $$rc in 0) ;; 1) echo "make grade: not full marks (tools/exercises.py grade exited 1)" >&2 ;; \
+	   *) echo "make grade: could not grade (tools/exercises.py grade exited $$rc)" >&2 ;; esac; exit $$rc
 grade-all: $(TEST_DEPS)
 	@BUILD=$(BUILD) MPI=$(MPI) CUDA=$(CUDA) DEBUG=$(DEBUG) ARCH="$(ARCH)" \
 	 python3 tools/exercises.py sweep $(if $(CH),--ch $(CH),) $(if $(TIMEOUT),--timeout $(TIMEOUT),)

@@ -71,11 +71,29 @@ def die(msg, code=2):
     sys.exit(code)
 
 
+MARK = ".pentatron-exercises"  # at the root of a student copy: the exercises it blanked
+
+
+def is_student_copy(root):
+    return os.path.isfile(os.path.join(root, MARK))
+
+
 def tree_files(root):
-    """the working tree as git sees it: tracked and untracked files, not the ignored ones"""
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True,
-                         capture_output=True).stdout.decode()
-    return [f for f in out.split("\0") if f and os.path.isfile(os.path.join(root, f))]
+    """the working tree as git sees it: tracked and untracked files, not the ignored ones. A student copy is
+    no git checkout (make exercises copies files, not .git): there, every file but the build's and a grade's
+    scratch"""
+    r = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, capture_output=True)
+    if r.returncode == 0 and not is_student_copy(root):
+        return [f for f in r.stdout.decode().split("\0") if f and os.path.isfile(os.path.join(root, f))]
+    if not is_student_copy(root):
+        die(f"{root} is neither a git checkout of pentatron (git ls-files: "
+            f"{r.stderr.decode().strip() or 'exit ' + str(r.returncode)}) nor a student copy ({MARK} missing)")
+    out = []
+    for d, dirs, names in os.walk(root):
+        rel = os.path.relpath(d, root)
+        dirs[:] = [x for x in dirs if not (rel == "." and x in ("build", ".git", SAVED))]
+        out += [os.path.normpath(os.path.join(rel, n)) for n in names]
+    return sorted(out)
 
 
 # ---- markers ------------------------------------------------------------------------------------------
@@ -234,7 +252,7 @@ def make_copy(dest, chapters=None, only=None, with_build=None, force=False, quie
         for name in os.listdir(os.path.join(dest, "tests", "mutants")) if os.path.isdir(os.path.join(dest, "tests", "mutants")) else []:
             if name.startswith(ch + "_") and name.endswith(".txt"):
                 os.remove(os.path.join(dest, "tests", "mutants", name))
-    with open(os.path.join(dest, ".pentatron-exercises"), "w") as fh:
+    with open(os.path.join(dest, MARK), "w") as fh:
         fh.write(" ".join(chosen) + "\n")
     write_handout(dest, chosen, regions, cat)
     if not quiet:
@@ -387,13 +405,17 @@ def grade(ch, dest, timeout=300, as_json=False, quiet=False):
             f"{' '.join(sorted({e['chapter'] for e in cat.values()}))}")
     dest = os.path.abspath(dest)
     if not os.path.isfile(os.path.join(dest, "Makefile")):
-        die(f"DIR={dest} holds no copy of the tree (make exercises writes one)")
+        die(f"DIR={dest} holds no copy of the tree (make exercises writes one; inside a student copy, "
+            "`make grade CH=NN` grades the copy itself)")
+    # DIR is this tree itself: an instructor grading the reference solution (DIR=.), or a student's
+    # self-check inside the copy (tools/exercises.py is the copy's own): its tests are the ones it has
+    itself = os.path.realpath(dest) == os.path.realpath(SRC)
     t0 = time.time()
-    # the instructor's tests, not the student's
-    for f in tree_files(SRC):
-        if f.startswith("tests/") and not f.startswith("tests/mutants/"):
-            os.makedirs(os.path.join(dest, os.path.dirname(f)), exist_ok=True)
-            shutil.copy2(os.path.join(SRC, f), os.path.join(dest, f))
+    if not itself:  # the instructor's tests, not the student's
+        for f in tree_files(SRC):
+            if f.startswith("tests/") and not f.startswith("tests/mutants/"):
+                os.makedirs(os.path.join(dest, os.path.dirname(f)), exist_ok=True)
+                shutil.copy2(os.path.join(SRC, f), os.path.join(dest, f))
     binaries = sorted({b for e in exs for b, _ in e["tests"]})
     env = dict(os.environ)
     for v in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):
@@ -403,7 +425,7 @@ def grade(ch, dest, timeout=300, as_json=False, quiet=False):
         print(f"grade: put back {' '.join(back)} (set aside by a grade that was killed)")
     old_term = signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        lent = lend_later_regions(ch, dest, regions)
+        lent = {} if itself else lend_later_regions(ch, dest, regions)
         build = subprocess.run(make_opts(dest) + [f"build/bin/{b}" for b in binaries], env=env, capture_output=True,
                                text=True)
     finally:
@@ -453,7 +475,9 @@ def grade(ch, dest, timeout=300, as_json=False, quiet=False):
     if as_json:
         print(json.dumps(result, indent=1))
     elif not quiet:
-        print(f"grade: chapter {ch} in {dest} (each test run limited to {timeout} s)")
+        what = ("a self-check: this copy's own tests, not the instructor's grade" if is_student_copy(dest)
+                else "the reference solution") if itself else ""
+        print(f"grade: chapter {ch} in {dest}{' (' + what + ')' if what else ''} (each test run limited to {timeout} s)")
         if lent:
             print(f"grade: built with the instructor's code for the later chapters' exercises in "
                   + ", ".join(f"{f} ({' '.join(ids)})" for f, ids in lent.items()) + "; your files are back as they were")
@@ -572,7 +596,8 @@ def main():
     m.add_argument("--force", action="store_true", help="replace DIR if it exists")
     g = sub.add_parser("grade", help="grade one chapter of a student copy")
     g.add_argument("--ch", required=True)
-    g.add_argument("--dir", default="exercises")
+    g.add_argument("--dir", default=None, help="the copy to grade (default: exercises/; inside a student copy, "
+                   "the copy itself)")
     g.add_argument("--json", action="store_true")
     g.add_argument("--timeout", type=int, default=int(os.environ.get("PENTA_GRADE_TIMEOUT", "300")))
     sub.add_parser("check", help="markers, catalogue, and that every mutant edit still applies")
@@ -591,7 +616,8 @@ def main():
         if a.ch and not chosen:
             die(f"CH={a.ch}: chapter {a.ch} has no exercises")
     elif a.cmd == "grade":
-        sys.exit(0 if grade(a.ch, a.dir, timeout=a.timeout, as_json=a.json)["full_marks"] else 1)
+        d = a.dir if a.dir is not None else (SRC if is_student_copy(SRC) else "exercises")
+        sys.exit(0 if grade(a.ch, d, timeout=a.timeout, as_json=a.json)["full_marks"] else 1)
     elif a.cmd == "check":
         sys.exit(0 if check() else 1)
     else:

@@ -16,6 +16,9 @@
 #      with the instructor's 11.1; the student's file is back as it was after. The copy starts as a grade killed
 #      outright leaves it (the instructor's file in place, the student's set aside), so the next grade's
 #      putting back is checked too.
+#   6. `make grade CH=02 DIR=.` grades the reference solution (exit 0); inside a student copy `make grade CH=02`
+#      grades the copy itself and says "not full marks"; a DIR without a copy says "could not grade" (the
+#      tool's exit 2); no Python traceback in any of them.
 # The sweep of every chapter is `make grade-all` (CI runs it after `make test`; docs/INSTRUCTORS.md gives its
 # cost). `make test` runs this script after building everything; 60 s on this shared 2-core machine
 # (3, 4 and 5: five builds of one file and tests_02's relink, the ring and bucket tests).
@@ -118,6 +121,31 @@ import json, sys
 r = json.loads(sys.stdin.read())
 sys.exit(0 if r["full_marks"] and r["instructor_regions"].get("common/loss_scaler.cpp") == ["11.1"] else 1)' <<<"$out" && ok=0
 verdict "a compile error in exercise 11.1 (common/) leaves chapter 02 at full marks; the student's file is back (exit $rc, $((SECONDS - t)) s)" $ok
+
+# 6. make grade's exit statuses, and the two self-checks: an instructor grading the reference solution (DIR=.)
+#    and a student grading the copy from inside it (make grade CH=NN there); never a Python traceback
+t=$SECONDS
+out=$(make -s grade CH=02 DIR=. 2>&1)
+rc=$?
+ok=1
+[ "$rc" = 0 ] && grep -q "the reference solution" <<<"$out" && grep -q "total: 5 / 5 points" <<<"$out" &&
+    ! grep -q Traceback <<<"$out" && ok=0
+verdict "make grade CH=02 DIR=. grades the reference solution: full marks, exit 0 (exit $rc, $((SECONDS - t)) s)" $ok
+t=$SECONDS
+self=$tmp/self
+python3 "$tool" make --only 02.2 --dir "$self" --with-build "$build" >/dev/null 2>&1
+out=$(make -s -C "$self" grade CH=02 BUILD="$self/build" 2>&1)
+rc=$?
+ok=1
+[ "$rc" = 2 ] && grep -q "a self-check" <<<"$out" && grep -q "^02.1 *pass" <<<"$out" && grep -q "^02.2 *FAIL" <<<"$out" &&
+    grep -q "make grade: not full marks (tools/exercises.py grade exited 1)" <<<"$out" && ! grep -q Traceback <<<"$out" && ok=0
+verdict "inside a student copy, make grade CH=02 grades the copy: 02.2 blank scores 0, 'not full marks' (exit $rc, $((SECONDS - t)) s)" $ok
+out=$(make -s -C "$self" grade CH=02 DIR="$tmp/nothing" BUILD="$self/build" 2>&1)
+rc=$?
+ok=1
+[ "$rc" = 2 ] && grep -q "make grade: could not grade (tools/exercises.py grade exited 2)" <<<"$out" &&
+    ! grep -q Traceback <<<"$out" && ok=0
+verdict "make grade with a DIR that holds no copy: 'could not grade', the tool's exit 2 (exit $rc)" $ok
 
 echo "exercises test took $((SECONDS - t0)) s"
 echo "$passed passed, $failed failed, 0 skipped"
