@@ -4,17 +4,14 @@
 #include <cstring>
 #include <map>
 
+#include "../common/config.hpp"
 #include "../common/ops.hpp"
 
 namespace penta {
 
 void parse_sdc_flip(const std::string& v, SdcOptions& opt) {
-    int rank = -1;
-    long long step = 0;
-    char tail = 0;
-    CHECK(std::sscanf(v.c_str(), "%d:%lld%c", &rank, &step, &tail) == 2 && rank >= 0 && step >= 1,
-          "--sdc-flip-bit %s must be RANK:STEP, a dp rank >= 0 and a step >= 1 (e.g. 1:3)", v.c_str());
-    opt.flip_rank = rank;
+    const auto [rank, step] = parse_rank_step(v, "--sdc-flip-bit");  // both in an int's range: nothing wraps
+    opt.flip_rank = (int)rank;
     opt.flip_step = step;
 }
 

@@ -36,6 +36,10 @@ void check_context_parallel_flags(const TrainConfig& cfg, const ContextParallelF
     const CpShard shard = parse_cp_shard(cpf.shard);
     parse_cp_attn(cpf.attn);
     ContextSharder((int)cfg.cp, 0, shard).check_seq(cfg.seq);  // names --seq and the rule
+    CHECK(cfg.cp == 1 || cfg.attention == "flash",
+          "--attention %s with --cp %ld: context parallelism's attention (ring or all-gather) computes every block with "
+          "the online softmax of the flash kernel, so the naive kernel would not run: drop --attention %s",
+          cfg.attention.c_str(), (long)cfg.cp, cfg.attention.c_str());
     const int64_t held = cfg.micro_batch * (cfg.seq / cfg.cp);  // tokens of a micro-batch on one cp rank
     CHECK(!cfg.sp || held % cfg.tp == 0,
           "--sp splits the --micro-batch %ld × (--seq %ld / --cp %ld) = %ld tokens a cp rank holds into --tp %ld equal "

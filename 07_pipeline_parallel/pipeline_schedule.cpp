@@ -6,6 +6,7 @@
 #include <deque>
 #include <sstream>
 
+#include "../common/config.hpp"
 #include "../common/core.hpp"
 #include "schedule_play.hpp"
 
@@ -273,7 +274,7 @@ PipelinePlan generate_pipeline_plan(PipeScheduleKind kind, int p, int m, int v) 
     FAIL("unknown pipeline schedule");
 }
 
-PipelinePlan make_pipeline_plan(PipeScheduleKind kind, int p, int m, int v) {
+void check_pipeline_shape(PipeScheduleKind kind, int p, int v) {
     CHECK(v == 1 || kind == PipeScheduleKind::interleaved,
           "--pp-chunks %d: only --pp-schedule interleaved gives a stage several model chunks (dualpipe holds two, one "
           "per direction, by itself)", v);
@@ -281,6 +282,10 @@ PipelinePlan make_pipeline_plan(PipeScheduleKind kind, int p, int m, int v) {
         CHECK(p % 2 == 0,
               "--pp-schedule dualpipe pairs stage i with stage p-1-i, the two copies of one piece of the model: with --pp "
               "%d (odd) the middle stage would pair with itself and hold one piece twice: --pp must be even", p);
+}
+
+PipelinePlan make_pipeline_plan(PipeScheduleKind kind, int p, int m, int v) {
+    check_pipeline_shape(kind, p, v);
     PipelinePlan P = generate_pipeline_plan(kind, p, m, v);
     check_plan(P);
     return P;
@@ -288,29 +293,29 @@ PipelinePlan make_pipeline_plan(PipeScheduleKind kind, int p, int m, int v) {
 
 std::vector<int64_t> parse_layer_sizes(const std::string& v) {
     std::vector<int64_t> sizes;
-    std::stringstream ss(v);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        char* end = nullptr;
-        const long long n = std::strtoll(item.c_str(), &end, 10);
-        CHECK(!item.empty() && end && *end == 0 && n >= 1,
-              "--pp-layers '%s': each entry must be a number of layers >= 1, as in 3,3,2", v.c_str());
-        sizes.push_back(n);
+    const std::string rule = "--pp-layers '" + v + "': each entry must be a number of layers >= 1, as in 3,3,2";
+    // every comma separates two entries: "2,2," has an empty third one, refused rather than dropped
+    for (size_t at = 0;;) {
+        const size_t comma = v.find(',', at);
+        const std::string item = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        CHECK(!item.empty() && item.find_first_not_of("0123456789") == std::string::npos, "%s", rule.c_str());
+        sizes.push_back(parse_integer("--pp-layers '" + v + "': entry", item, 1, kIntFlagMax));  // a sum cannot wrap
+        if (comma == std::string::npos) break;
+        at = comma + 1;
     }
-    CHECK(!sizes.empty(), "--pp-layers '%s' lists no layer counts (as in 3,3,2)", v.c_str());
     return sizes;
 }
 
-std::vector<LayerRange> split_layers(int64_t n_layers, int S, const std::vector<int64_t>& sizes) {
+std::vector<LayerRange> split_layers(int64_t n_layers, int64_t S, const std::vector<int64_t>& sizes) {
     std::vector<int64_t> n = sizes;
     if (n.empty()) {
         CHECK(n_layers >= S,
-              "the model has %lld layers, fewer than the pipeline's %d virtual stages (--pp × --pp-chunks): every "
-              "stage needs at least one layer", (long long)n_layers, S);
-        for (int s = 0; s < S; s++) n.push_back(n_layers / S + (s < n_layers % S ? 1 : 0));
+              "the model has %lld layers, fewer than the pipeline's %lld virtual stages (--pp × --pp-chunks): every "
+              "stage needs at least one layer", (long long)n_layers, (long long)S);
+        for (int64_t s = 0; s < S; s++) n.push_back(n_layers / S + (s < n_layers % S ? 1 : 0));
     }
-    CHECK((int)n.size() == S, "--pp-layers lists %zu stages; the pipeline has %d virtual stages (--pp × --pp-chunks)",
-          n.size(), S);
+    CHECK((int64_t)n.size() == S, "--pp-layers lists %zu stages; the pipeline has %lld virtual stages (--pp × "
+          "--pp-chunks)", n.size(), (long long)S);
     int64_t total = 0;
     for (int64_t k : n) total += k;
     CHECK(total == n_layers, "--pp-layers adds up to %lld layers; the model has %lld", (long long)total,

@@ -76,6 +76,9 @@ struct PipelinePlan {
 // last round of micro-batches when m is not a multiple of p, DualPipe played when m is odd or below 2p - 2 (the
 // sizes DeepSeek's steps assume); both played with schedule_play.hpp.
 PipelinePlan make_pipeline_plan(PipeScheduleKind kind, int p, int m, int v = 1);
+// Those rules alone (v > 1 only interleaved, DualPipe's even p), which build nothing: a program checks them, and
+// the layer split of its S = p · v virtual stages (split_layers), before it builds a plan of p · v · m ops.
+void check_pipeline_shape(PipeScheduleKind kind, int p, int v);
 // The same lists without those rules or the check: what the tests hand the checker to see it refuse.
 PipelinePlan generate_pipeline_plan(PipeScheduleKind kind, int p, int m, int v = 1);
 
@@ -85,7 +88,7 @@ void check_plan(const PipelinePlan& plan);
 // How the n_layers decoder layers are cut into the plan's S virtual stages: `sizes` (S numbers summing to
 // n_layers, each >= 1: --pp-layers), or empty for an even split (the first n_layers % S pieces one more).
 // Returns the S layer ranges; throws naming --pp-layers and the rule.
-std::vector<LayerRange> split_layers(int64_t n_layers, int S, const std::vector<int64_t>& sizes);
+std::vector<LayerRange> split_layers(int64_t n_layers, int64_t S, const std::vector<int64_t>& sizes);
 // "3,3,2" -> {3, 3, 2}; names --pp-layers on a bad value
 std::vector<int64_t> parse_layer_sizes(const std::string& flag_value);
 

@@ -78,9 +78,15 @@ void check_pipeline_flags(const TrainConfig&, const PipelineFlags& pf) {
 PipelinePlan pipeline_plan(const TrainConfig& cfg, const PipelineFlags& pf, const LlamaConfig& mc,
                            std::vector<LayerRange>* pieces) {
     const PipeScheduleKind kind = parse_pipe_schedule(pf.schedule);
-    PipelinePlan plan = make_pipeline_plan(kind, (int)cfg.pp, (int)cfg.grad_accum, (int)pf.chunks);
+    // the rules on --pp and --pp-chunks, then the layer split, which bounds --pp × --pp-chunks by the model's
+    // layers; only then the schedule, whose ops grow with --pp × --pp-chunks × --grad-accum (a --pp-chunks of 10^9
+    // would otherwise be built first, for minutes and gigabytes)
+    check_pipeline_shape(kind, (int)cfg.pp, (int)pf.chunks);  // every integer flag fits an int (config.hpp)
     const std::vector<int64_t> sizes = pf.layers.empty() ? std::vector<int64_t>{} : parse_layer_sizes(pf.layers);
-    *pieces = split_layers(mc.n_layers, plan.virtual_stages, sizes);
+    *pieces = split_layers(mc.n_layers, cfg.pp * pf.chunks, sizes);
+    PipelinePlan plan = make_pipeline_plan(kind, (int)cfg.pp, (int)cfg.grad_accum, (int)pf.chunks);
+    CHECK(plan.virtual_stages == cfg.pp * pf.chunks, "pipeline_plan: the schedule has %d virtual stages, not --pp × "
+          "--pp-chunks", plan.virtual_stages);
     return plan;
 }
 

@@ -7,41 +7,55 @@
 
 namespace penta {
 
-std::vector<std::string> expand_config_flags(int argc, char** argv) {
-    std::vector<std::string> out{argv[0]}, rest;
-    std::string file;
+ConfigFlags expand_config_flags(int argc, char** argv) {
+    ConfigFlags c;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
-        if (a == "--config" && i + 1 < argc) file = argv[++i];
-        else if (a.rfind("--config=", 0) == 0) file = a.substr(9);
-        else rest.push_back(a);
-    }
-    if (!file.empty()) {
-        std::ifstream in(file);
-        CHECK(in.good(), "--config %s: cannot read the file", file.c_str());
-        nlohmann::json j;
-        try {
-            j = nlohmann::json::parse(in);
-        } catch (const std::exception& e) {
-            FAIL("--config %s is not JSON: %s", file.c_str(), e.what());
+        const bool bare = a == "--config";
+        if (!bare && a.rfind("--config=", 0) != 0) {
+            c.rest.push_back(a);
+            continue;
         }
-        CHECK(j.is_object(), "--config %s must hold one JSON object of flag names and values, e.g. {\"dp\": 2, "
-              "\"pp-schedule\": \"1f1b\"}", file.c_str());
-        for (auto& [key, v] : j.items()) {
-            std::string name = key;
-            for (char& c : name) c = c == '_' ? '-' : c;  // "grad_accum" reads as --grad-accum
-            if (v.is_boolean()) out.push_back("--" + name + (v.get<bool>() ? "=1" : "=0"));
-            else {
-                CHECK(v.is_number() || v.is_string(), "--config %s: key \"%s\" must be a number, a string or a boolean",
-                      file.c_str(), key.c_str());
-                out.push_back("--" + name);
-                out.push_back(v.is_string() ? v.get<std::string>() : v.dump());
-            }
-        }
+        CHECK(!bare || i + 1 < argc, "--config needs a value (a JSON file of flags)");
+        CHECK(c.file.empty(), "--config is given twice (%s, then %s): one file of flags", c.file.c_str(),
+              bare ? argv[i + 1] : a.c_str() + 9);
+        c.file = bare ? argv[++i] : a.substr(9);
     }
-    out.insert(out.end(), rest.begin(), rest.end());
-    return out;
+    if (c.file.empty()) return c;
+    const std::string& file = c.file;
+    std::ifstream in(file);
+    CHECK(in.good(), "--config %s: cannot read the file", file.c_str());
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+        FAIL("--config %s is not JSON: %s", file.c_str(), e.what());
+    }
+    CHECK(j.is_object(), "--config %s must hold one JSON object of flag names and values, e.g. {\"dp\": 2, "
+          "\"pp-schedule\": \"1f1b\"}", file.c_str());
+    for (auto& [key, v] : j.items()) {
+        std::string name = key;
+        for (char& ch : name) ch = ch == '_' ? '-' : ch;  // "grad_accum" reads as --grad-accum
+        CHECK(name != "config", "--config %s: key \"%s\": a config file cannot name another one (put its flags in "
+              "this file)", file.c_str(), key.c_str());
+        CHECK(v.is_boolean() || v.is_number() || v.is_string(),
+              "--config %s: key \"%s\" must be a number, a string or a boolean", file.c_str(), key.c_str());
+        // --name=value, one word: a value the flag refuses is then that flag's error, never a stray argument
+        const std::string value = v.is_boolean() ? (v.get<bool>() ? "1" : "0") : v.is_string() ? v.get<std::string>()
+                                                                                               : v.dump();
+        c.keys.push_back({key, "--" + name + "=" + value});
+    }
+    return c;
 }
+
+namespace {
+// a penta::Error's message without its "[rank R] file:line: " (the caller adds its own context and prefix)
+std::string bare_message(const Error& e) {
+    const std::string m = e.what();
+    const size_t at = m.rfind("[rank", 0) == 0 ? m.find(": ") : std::string::npos;
+    return at == std::string::npos ? m : m.substr(at + 2);
+}
+}  // namespace
 
 bool parse_5d_flags(int argc, char** argv, TrainConfig& cfg, FiveDFlags& f) {
     Flags flags("09_5d",
@@ -58,9 +72,18 @@ bool parse_5d_flags(int argc, char** argv, TrainConfig& cfg, FiveDFlags& f) {
               "all-reduces inside every layer)");
     flags.add("config", &f.config, "a JSON file of flags ({\"dp\": 2, \"pp-schedule\": \"1f1b\"}); the command line's "
               "flags override it");
-    std::vector<std::string> args = expand_config_flags(argc, argv);
-    std::vector<char*> av;
-    for (std::string& a : args) av.push_back(a.data());
+    // --config's keys first, each error naming the file and the key; then the command line's flags, which override them
+    ConfigFlags conf = expand_config_flags(argc, argv);
+    for (auto& [key, arg] : conf.keys) {
+        char* av[] = {argv[0], arg.data()};
+        try {
+            flags.parse(2, av);
+        } catch (const Error& e) {
+            FAIL("--config %s: key \"%s\": %s", conf.file.c_str(), key.c_str(), bare_message(e).c_str());
+        }
+    }
+    std::vector<char*> av{argv[0]};
+    for (std::string& a : conf.rest) av.push_back(a.data());
     if (!flags.parse((int)av.size(), av.data())) return false;
     cfg.validate();
     if (f.zero != 0) parse_zero_stage(f.zero);

@@ -18,6 +18,8 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "../06_context_parallel/cp_training.hpp"
 #include "../07_pipeline_parallel/pp_training.hpp"
@@ -35,10 +37,15 @@ struct FiveDFlags {
     std::string config;        // --config run.json: the same keys as the flags
 };
 
-// --config FILE read into flags: each key of FILE's JSON object becomes --key value, placed before the command
-// line's own flags (so those override it); the keys are checked as flags are (an unknown one is refused). argv
-// without --config comes back unchanged.
-std::vector<std::string> expand_config_flags(int argc, char** argv);
+// --config FILE read into flags: each key of FILE's JSON object becomes --key=value, parsed before the command
+// line's own flags (so those override it) and checked as flags are (an unknown one is refused), an error naming
+// the file and the key. A "config" key, or --config twice, is refused. `rest`: argv's other arguments.
+struct ConfigFlags {
+    std::string file;                                      // "": no --config
+    std::vector<std::pair<std::string, std::string>> keys; // (the file's key, "--name=value")
+    std::vector<std::string> rest;
+};
+ConfigFlags expand_config_flags(int argc, char** argv);
 
 // registers every flag, parses (with --config expanded) and checks what needs no model; false after --help
 bool parse_5d_flags(int argc, char** argv, TrainConfig& cfg, FiveDFlags& f);

@@ -286,9 +286,10 @@ void check_layout(const Job& job, const Machine& m, const Layout& L, int world, 
     CHECK(g.ep == 1 || job.model.moe.enabled(), "--ep %d: expert parallelism needs a mixture-of-experts model", g.ep);
     CHECK(g.ep == 1 || job.model.moe.experts % g.ep == 0, "--ep %d must divide the %lld experts", g.ep,
           (long long)job.model.moe.experts);
-    if (g.pp > 1) {
-        const PipelinePlan& P = plan_of(L);  // the schedule's own rules (m a multiple of p for interleaved, ...)
-        split_layers(job.model.n_layers, P.virtual_stages, L.layers);
+    if (g.pp > 1) {  // the schedule's rules and the layer split first: they bound what plan_of then builds
+        check_pipeline_shape(L.schedule, g.pp, L.chunks);
+        split_layers(job.model.n_layers, (int64_t)g.pp * L.chunks, L.layers);
+        plan_of(L);
     }
 }
 

@@ -2,6 +2,8 @@
 // reflected polynomial), as small as the idea; the atomic write is the tmp name -> fsync -> rename dance.
 #include "checkpoint_format.hpp"
 
+#include "config.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -148,11 +150,10 @@ CheckpointFaults CheckpointFaults::from_env(int64_t step) {
 
 int64_t parse_save_every(const std::string& v) {
     if (v == "auto") return -1;
-    char* end = nullptr;
-    const long long n = std::strtoll(v.c_str(), &end, 10);
-    CHECK(!v.empty() && *end == 0 && n >= 0, "--save-every %s must be a number of steps >= 0 (0: only at the end) "
-          "or auto (√(2 δ M) from the measured save time δ and --mtbf-hours M)", v.c_str());
-    return n;
+    CHECK(!v.empty() && v.find_first_not_of("0123456789") == std::string::npos, "--save-every %s must be a number of "
+          "steps >= 0 (0: only at the end) or auto (√(2 δ M) from the measured save time δ and --mtbf-hours M)",
+          v.c_str());
+    return parse_integer("--save-every", v, 0, kIntFlagMax);  // as every integer flag: nothing wraps
 }
 
 std::string resolve_resume_dir(const std::string& resume, const std::string& save_dir) {

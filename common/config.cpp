@@ -18,15 +18,20 @@
 
 namespace penta {
 
-namespace {
-int64_t parse_int(const std::string& flag, const std::string& v) {
+int64_t parse_integer(const std::string& what, const std::string& v, int64_t lo, int64_t hi) {
     char* end = nullptr;
     errno = 0;
-    long long x = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end) FAIL("--%s %s must be an integer", flag.c_str(), v.c_str());
-    if (errno == ERANGE) FAIL("--%s %s is out of the range of a 64-bit integer", flag.c_str(), v.c_str());
+    const long long x = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end) FAIL("%s %s must be an integer", what.c_str(), v.c_str());
+    // strtoll saturates at the int64 limits with ERANGE: outside either bound too, told as that bound
+    if (x > hi || (errno == ERANGE && x > 0))
+        FAIL("%s %s is out of range: at most %lld", what.c_str(), v.c_str(), (long long)hi);
+    if (x < lo || (errno == ERANGE && x < 0))
+        FAIL("%s %s is out of range: at least %lld", what.c_str(), v.c_str(), (long long)lo);
     return x;
 }
+
+namespace {
 // inf and nan parse (strtof reads them); validate() says which flags must be finite
 float parse_float(const std::string& flag, const std::string& v) {
     char* end = nullptr;
@@ -41,8 +46,9 @@ float parse_float(const std::string& flag, const std::string& v) {
 void Flags::add(const std::string& name, std::string* t, const std::string& help) {
     flags_.push_back({name, help, *t, [t](const std::string& v) { *t = v; }});
 }
-void Flags::add(const std::string& name, int64_t* t, const std::string& help) {
-    flags_.push_back({name, help, std::to_string(*t), [t, name](const std::string& v) { *t = parse_int(name, v); }});
+void Flags::add(const std::string& name, int64_t* t, const std::string& help, int64_t lo, int64_t hi) {
+    flags_.push_back({name, help, std::to_string(*t),
+                      [t, name, lo, hi](const std::string& v) { *t = parse_integer("--" + name, v, lo, hi); }});
 }
 void Flags::add(const std::string& name, float* t, const std::string& help) {
     flags_.push_back({name, help, strfmt("%g", *t), [t, name](const std::string& v) { *t = parse_float(name, v); }});
@@ -118,7 +124,8 @@ void TrainConfig::register_flags(Flags& f) {
     f.add("beta1", &beta1, "AdamW beta1");
     f.add("beta2", &beta2, "AdamW beta2");
     f.add("grad-clip", &grad_clip, "clip the global gradient norm to this (0: off)");
-    f.add("seed", &seed, "seed of initialisation and data");
+    f.add("seed", &seed, "seed of initialisation and data", std::numeric_limits<int64_t>::min(),
+          std::numeric_limits<int64_t>::max());  // only hashed: any 64-bit value
     f.add("log-every", &log_every, "print a step line every N steps");
     f.add("eval-every", &eval_every, "measure task accuracy on held-out samples every N steps (0: never)");
     f.add("log-jsonl", &log_jsonl, "also write one JSON object per step to this file");
@@ -157,15 +164,22 @@ void TrainConfig::register_parallel_flags(Flags& f) {
           "pauses SECONDS (a straggler)");
 }
 
+std::pair<int64_t, int64_t> parse_rank_step(const std::string& v, const std::string& where) {
+    const size_t colon = v.find(':');
+    const std::string rank = v.substr(0, colon), step = colon == std::string::npos ? "" : v.substr(colon + 1);
+    auto digits = [](const std::string& t) { return !t.empty() && t.find_first_not_of("0123456789") == std::string::npos; };
+    CHECK(digits(rank) && digits(step) && step.find_first_not_of('0') != std::string::npos,
+          "%s '%s' must be RANK:STEP with RANK >= 0 and STEP >= 1 (e.g. 1:3)", where.c_str(), v.c_str());
+    const std::string what = where + " '" + v + "':";
+    return {parse_integer(what + " RANK", rank, 0, kIntFlagMax), parse_integer(what + " STEP", step, 1, kIntFlagMax)};
+}
+
 namespace {
-// "RANK:STEP" -> (rank, step); throws naming the flag, the format and the job's ranks
-std::pair<int64_t, int64_t> parse_rank_step(const std::string& v, const char* where) {
-    long long rank = -1, step = -1;
-    char tail = 0;
-    CHECK(std::sscanf(v.c_str(), "%lld:%lld%c", &rank, &step, &tail) == 2 && rank >= 0 && step >= 1,
-          "%s '%s' must be RANK:STEP with RANK >= 0 and STEP >= 1 (e.g. 1:3)", where, v.c_str());
+// parse_rank_step, and RANK a rank of this job
+std::pair<int64_t, int64_t> parse_job_rank_step(const std::string& v, const char* where) {
+    const auto [rank, step] = parse_rank_step(v, where);
     CHECK(rank < world_size(), "%s '%s': rank %lld is not a rank of this job, which has %d (0 ... %d)", where,
-          v.c_str(), rank, world_size(), world_size() - 1);
+          v.c_str(), (long long)rank, world_size(), world_size() - 1);
     return {rank, step};
 }
 
@@ -192,7 +206,7 @@ void inject_failure_if_due(const TrainConfig& cfg, int64_t step) {
         v = env;
         where = "PENTA_INJECT_FAILURE";
     }
-    auto [rank, at] = parse_rank_step(v, where);
+    auto [rank, at] = parse_job_rank_step(v, where);
     if (rank == world_rank() && at == step) FAIL("injected failure at step %lld (%s %s)", (long long)step, where, v.c_str());
 }
 
@@ -213,7 +227,7 @@ Hang parse_hang(const std::string& v) {
               "--inject-hang '%s': SECONDS '%s' must be a finite number > 0 (RANK:STEP[:SECONDS], e.g. 1:3:2.5)",
               v.c_str(), t.c_str());
     }
-    auto [rank, step] = parse_rank_step(v.substr(0, second), "--inject-hang");
+    auto [rank, step] = parse_job_rank_step(v.substr(0, second), "--inject-hang");
     return {rank, step, seconds};
 }
 }  // namespace
@@ -287,8 +301,17 @@ void TrainConfig::validate() const {
     CHECK(comm == "auto" || comm == "mpi" || comm == "nccl", "--comm %s must be auto, mpi or nccl", comm.c_str());
     CHECK(std::isfinite(comm_timeout) && comm_timeout >= 0,
           "--comm-timeout %g must be a finite number of seconds >= 0 (0: no deadline)", comm_timeout);
-    if (!inject_failure.empty()) parse_rank_step(inject_failure, "--inject-failure");
-    if (!inject_hang.empty()) parse_hang(inject_hang);
+    // a fault at a step the run never reaches would test nothing, silently (as --inject-nan says)
+    if (!inject_failure.empty()) {
+        const int64_t at = parse_job_rank_step(inject_failure, "--inject-failure").second;
+        CHECK(at <= steps, "--inject-failure %s: step %lld is not a step of the run, 1 ... --steps %ld",
+              inject_failure.c_str(), (long long)at, (long)steps);
+    }
+    if (!inject_hang.empty()) {
+        const int64_t at = parse_hang(inject_hang).step;
+        CHECK(at <= steps, "--inject-hang %s: step %lld is not a step of the run, 1 ... --steps %ld",
+              inject_hang.c_str(), (long long)at, (long)steps);
+    }
     CHECK(max_new >= 1, "--max-new %ld must be >= 1", (long)max_new);
     CHECK(std::isfinite(temperature) && temperature >= 0, "--temperature %g must be a finite number >= 0 (0: greedy)",
           temperature);

@@ -5,18 +5,32 @@
 // the value and the rule: `--micro-batch 0 must be >= 1`.
 //   build/bin/01_single_gpu --help
 #pragma once
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace penta {
+
+// The one reader of integers on the command line, for flags and for the numbers inside a flag's value
+// ("RANK:STEP", "3,3,2"): the whole text a decimal integer in [lo, hi], else an error naming `what` (the flag),
+// the text and the range. Nothing wraps: "4294967298" is refused, not read as the 2 an int cast would make it.
+int64_t parse_integer(const std::string& what, const std::string& v, int64_t lo, int64_t hi);
+// "RANK:STEP", both integers, RANK >= 0 and STEP >= 1 -> (rank, step); throws naming `where`, the text and the rule
+std::pair<int64_t, int64_t> parse_rank_step(const std::string& v, const std::string& where);
+// An integer flag's range unless it asks for another: an int's, as the chapters hand degrees, counts and
+// steps to int parameters (GridShape, the schedules), so no value narrows on the way.
+constexpr int64_t kIntFlagMin = std::numeric_limits<int32_t>::min(), kIntFlagMax = std::numeric_limits<int32_t>::max();
 
 // A tiny flag parser: register flags bound to variables, then parse(argc, argv).
 class Flags {
    public:
     explicit Flags(std::string program, std::string summary) : program_(std::move(program)), summary_(std::move(summary)) {}
     void add(const std::string& name, std::string* target, const std::string& help);
-    void add(const std::string& name, int64_t* target, const std::string& help);
+    void add(const std::string& name, int64_t* target, const std::string& help, int64_t lo = kIntFlagMin,
+             int64_t hi = kIntFlagMax);
     void add(const std::string& name, float* target, const std::string& help);
     void add(const std::string& name, bool* target, const std::string& help);  // --name, --name=0|1
     // false when --help was given (usage printed on rank 0); throws penta::Error on a bad flag or value

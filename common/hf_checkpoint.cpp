@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -174,6 +175,14 @@ void HfCheckpoint::fill(const ParamLayout& layout, Tensor& flat) const {
                 to_f32(src.tensor->dtype, base + (size_t)((t.row0 + r) * C + t.col0) * es, cols, dst + r * cols);
         }
         std::fill(dst + valid * cols, dst + rows * cols, 0.0f);
+        // a NaN or inf weight is the file's fault: named here, not found later as a non-finite loss or gradient
+        for (int64_t i = 0; i < valid * cols; i++)
+            if (!std::isfinite(dst[i]))
+                FAIL("%s: tensor %s holds a non-finite weight, %g at %s: the file is damaged or was saved from a "
+                     "diverged run", src.file->path().c_str(), t.name.c_str(), dst[i],
+                     (t.full_shape.size() == 2 ? strfmt("[%lld, %lld]", (long long)(t.row0 + i / cols),
+                                                        (long long)(t.col0 + i % cols))
+                                               : strfmt("[%lld]", (long long)(t.row0 + i))).c_str());
         progress.add((double)t.numel() * es);
     }
     store_params(host, flat);
@@ -229,6 +238,7 @@ void write_hf_config(const LlamaConfig& c, DType dtype, const std::string& path)
     } else {
         j["rope_scaling"] = nullptr;
     }
+    if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;  // as loaded (Llama ignores it, Mixtral not)
     if (c.moe.enabled()) {  // Mixtral: every layer's MLP is E experts of intermediate_size, k per token
         j["architectures"] = {"MixtralForCausalLM"};
         j["model_type"] = "mixtral";
@@ -236,7 +246,7 @@ void write_hf_config(const LlamaConfig& c, DType dtype, const std::string& path)
         j["num_local_experts"] = c.moe.experts;
         j["num_experts_per_tok"] = c.moe.top_k;
         j["router_jitter_noise"] = 0.0;
-        j["sliding_window"] = nullptr;
+        j["sliding_window"] = c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nlohmann::json(nullptr);
         j.erase("head_dim");  // Mixtral's attention derives it (check_hf_exportable)
     }
     std::ofstream out(path);

@@ -200,6 +200,9 @@ MicroBatchActs Model::run_forward(Run run, const MicroBatch& mb, double global_t
     CHECK(B > 0 && T > 0, "micro-batch B %lld x T %lld must be positive", (long long)B, (long long)T);
     CHECK(T <= cfg_.max_seq, "sequence length %lld exceeds max_seq %lld of model %s", (long long)T,
           (long long)cfg_.max_seq, cfg_.name.c_str());
+    CHECK(cfg_.sliding_window == 0 || T <= cfg_.sliding_window, "sequence length %lld exceeds the sliding_window %lld "
+          "of model %s, past which our attention (every earlier token) is not its", (long long)T,
+          (long long)cfg_.sliding_window, cfg_.name.c_str());
     CHECK(mb.positions.defined() && mb.positions.dtype == DType::i32 && mb.positions.numel() == T &&
               mb.positions.device() == device_,
           "the micro-batch needs the positions of its %lld tokens per sequence, i32 on the model's device",
@@ -402,6 +405,9 @@ Tensor Model::decode(const Tensor& tokens, KVCache& cache) {
     CHECK(n >= 1 && past + n <= std::min(cache.capacity, cfg_.max_seq),
           "decode: positions %lld ... %lld are beyond the KV cache's %lld or the model's max_seq %lld",
           (long long)past, (long long)(past + n - 1), (long long)cache.capacity, (long long)cfg_.max_seq);
+    CHECK(cfg_.sliding_window == 0 || past + n <= cfg_.sliding_window, "decode: %lld tokens exceed the sliding_window "
+          "%lld of model %s, past which our attention (every earlier token) is not its", (long long)(past + n),
+          (long long)cfg_.sliding_window, cfg_.name.c_str());
     MicroBatch mb = MicroBatch::whole(tokens, Tensor(), 1, n);
     std::vector<int32_t> pos(n);
     for (int64_t i = 0; i < n; i++) pos[i] = (int32_t)(past + i);

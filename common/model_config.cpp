@@ -36,6 +36,7 @@ void LlamaConfig::validate() const {
     CHECK(n_kv_heads > 0, "model %s: n_kv_heads %lld must be positive", n, (long long)n_kv_heads);
     CHECK(ffn > 0, "model %s: ffn %lld must be positive", n, (long long)ffn);
     CHECK(max_seq > 0, "model %s: max_seq %lld must be positive", n, (long long)max_seq);
+    CHECK(sliding_window >= 0, "model %s: sliding_window %lld must be >= 0 (0: none)", n, (long long)sliding_window);
     CHECK(head_size > 0 || hidden % n_heads == 0, "model %s: hidden %lld must be a multiple of n_heads %lld", n,
           (long long)hidden, (long long)n_heads);
     CHECK(head_size >= 0 && head_size <= 65536, "model %s: head_dim %lld must be in [1, 65536] (0: hidden / n_heads)",
@@ -162,16 +163,36 @@ void refuse_unimplemented(const nlohmann::json& j, const std::string& path) {
     for (const char* key : {"attention_bias", "mlp_bias"})
         if (is(key) && j[key] != false)
             FAIL("%s: %s = %s is not implemented (our linears have no bias)", path.c_str(), key, j[key].dump().c_str());
-    if (is("hidden_act") && j["hidden_act"] != "silu")
-        FAIL("%s: hidden_act = %s is not implemented (the MLP is SwiGLU: \"silu\")", path.c_str(),
-             j["hidden_act"].dump().c_str());
+    // transformers' ACT2FN maps "swish" to the same nn.SiLU as "silu"
+    if (is("hidden_act") && j["hidden_act"] != "silu" && j["hidden_act"] != "swish")
+        FAIL("%s: hidden_act = %s is not implemented (the MLP is SwiGLU: \"silu\", also called \"swish\")",
+             path.c_str(), j["hidden_act"].dump().c_str());
     if (is("attention_dropout") && !(j["attention_dropout"].is_number() && j["attention_dropout"].get<double>() == 0))
         FAIL("%s: attention_dropout = %s is not implemented (no dropout)", path.c_str(),
              j["attention_dropout"].dump().c_str());
+}
+
+// sliding_window W (Mistral, Mixtral): each token attends to the W tokens up to itself, which for a sequence of
+// at most W tokens is every earlier one, our attention. Kept, for resolve_model to hold the run's sequences to
+// it (a longer one is refused there, naming the key); null, absent or use_sliding_window false: none.
+void read_sliding_window(const nlohmann::json& j, const std::string& path, LlamaConfig& c) {
     const bool window_off = j.contains("use_sliding_window") && j["use_sliding_window"] == false;
-    if (is("sliding_window") && !window_off)
-        FAIL("%s: sliding_window = %s is not implemented (every token attends to all before it)", path.c_str(),
-             j["sliding_window"].dump().c_str());
+    if (!j.contains("sliding_window") || j["sliding_window"].is_null() || window_off) return;
+    const nlohmann::json& w = j["sliding_window"];
+    if (!w.is_number_integer() || w.get<int64_t>() < 1)
+        FAIL("%s: sliding_window = %s must be a number of tokens >= 1 or null", path.c_str(), w.dump().c_str());
+    c.sliding_window = w.get<int64_t>();
+}
+
+// transformers' defaults of the keys a config may leave out, per model_type (LlamaConfig, MixtralConfig 4.46)
+struct HfDefaults {
+    int64_t max_position;
+    double rope_theta, rms_norm_eps;
+    int64_t kv_heads;  // 0: as many as the query heads (plain multi-head attention)
+};
+HfDefaults hf_defaults(const std::string& type) {
+    if (type == "mixtral") return {131072, 1e6, 1e-5, 8};
+    return {2048, 10000.0, 1e-6, 0};
 }
 
 }  // namespace
@@ -211,13 +232,14 @@ LlamaConfig load_hf_config(const std::string& path) {
     c.n_layers = integer("num_hidden_layers");
     c.n_heads = integer("num_attention_heads");
     // absent in older configs: Hugging Face then uses plain multi-head attention
-    c.n_kv_heads = has("num_key_value_heads") ? integer("num_key_value_heads") : c.n_heads;
+    // defaults are those of transformers' config class of the model_type: what it builds from the same file
+    const HfDefaults d = hf_defaults(type);
+    c.n_kv_heads = has("num_key_value_heads") ? integer("num_key_value_heads") : d.kv_heads ? d.kv_heads : c.n_heads;
     c.ffn = integer("intermediate_size");
     c.vocab = integer("vocab_size");
-    c.max_seq = integer("max_position_embeddings");
-    // defaults are those of transformers' LlamaConfig
-    c.rope_theta = number("rope_theta", 10000.0);
-    c.norm_eps = number("rms_norm_eps", 1e-6);
+    c.max_seq = has("max_position_embeddings") ? integer("max_position_embeddings") : d.max_position;
+    c.rope_theta = number("rope_theta", d.rope_theta);
+    c.norm_eps = number("rms_norm_eps", d.rms_norm_eps);
     if (has("tie_word_embeddings")) {
         if (!j["tie_word_embeddings"].is_boolean())
             FAIL("%s: key \"tie_word_embeddings\" must be true or false", path.c_str());
@@ -226,6 +248,7 @@ LlamaConfig load_hf_config(const std::string& path) {
     if (has("head_dim")) c.head_size = integer("head_dim");  // equal to hidden / heads in most Llamas
     if (type != "llama") read_hf_moe_config(j, path, type, c);
     read_rope_scaling(j, path, c);
+    read_sliding_window(j, path, c);
     refuse_unimplemented(j, path);
     try {
         c.validate();

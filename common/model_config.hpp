@@ -37,6 +37,9 @@ struct LlamaConfig {
     bool tied_embeddings = false;  // lm_head reuses the embedding table
     int64_t head_size = 0;         // HF's head_dim where it differs from hidden / n_heads; 0: hidden / n_heads
     MoeConfig moe;                 // a mixture of experts in place of the dense MLP (moe_config.hpp); dense by default
+    // a config.json's sliding_window W (Mistral, Mixtral; 0: none): a token attends to the last W tokens only, all
+    // of them while a sequence has at most W, so runs whose sequences fit are ours exactly (resolve_model checks)
+    int64_t sliding_window = 0;
 
     int64_t head_dim() const { return head_size > 0 ? head_size : hidden / n_heads; }
     int64_t n_params() const;  // exact count of OUR Llama (formulas.hpp: llama_param_count; MoE: moe_param_count)
@@ -53,9 +56,11 @@ std::vector<std::string> preset_names();
 
 // A Mixtral config.json (model_type "mixtral") also gives its MoE keys (moe_config.hpp: read_hf_moe_config).
 // Reads a Hugging Face Llama config.json (hidden_size, num_hidden_layers, ...). Errors name the file and
-// the key. Keys that would make the model differ from ours are refused naming the key and the value:
-// attention_bias / mlp_bias true, hidden_act other than silu, attention_dropout > 0, a rope_scaling type
-// other than llama3, a sliding_window in use.
+// the key. A key left out takes transformers' default for the model_type (max_position_embeddings 2048 for a
+// Llama, 131072 for a Mixtral, ...). Keys that would make the model differ from ours are refused naming the key
+// and the value: attention_bias / mlp_bias true, hidden_act other than silu (or its other name, swish),
+// attention_dropout > 0, a rope_scaling type other than llama3; a sliding_window is kept in the config, and a
+// run whose sequences are longer than it is refused (resolve_model, train_loop.hpp).
 LlamaConfig load_hf_config(const std::string& path);
 
 // What the forward pass keeps for backward (playbook: "Activation recomputation"):

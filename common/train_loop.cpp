@@ -3,8 +3,10 @@
 #include "train_loop.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -44,6 +46,13 @@ LlamaConfig resolve_model(const std::string& m) {
 LlamaConfig resolve_model(const TrainConfig& cfg, int zero) {
     LlamaConfig mc = resolve_model(cfg.model);
     CHECK(cfg.seq <= mc.max_seq, "--seq %ld must be <= the model's max_seq %ld", (long)cfg.seq, (long)mc.max_seq);
+    // a sliding window changes nothing for a sequence it covers: every sequence of the run must fit in it
+    const std::string config_file =
+        is_hf_model_dir(cfg.model) ? (std::filesystem::path(cfg.model) / "config.json").string() : cfg.model;
+    CHECK(mc.sliding_window == 0 || cfg.seq <= mc.sliding_window,
+          "%s: sliding_window %lld < --seq %ld: each token would attend to the last %lld tokens only, and this "
+          "attention sees every earlier one; use --seq %lld or less", config_file.c_str(), (long long)mc.sliding_window,
+          (long)cfg.seq, (long long)mc.sliding_window, (long long)mc.sliding_window);
     check_memory_bound(cfg, mc, resolve_device(cfg.device), zero);
     // the files the run reads or writes after training, checked now rather than after it
     if (!cfg.val_data.empty()) {
@@ -53,7 +62,28 @@ LlamaConfig resolve_model(const TrainConfig& cfg, int zero) {
             FAIL("--val-data %s: %s", cfg.val_data.c_str(), e.what());
         }
     }
-    if (!cfg.generate.empty()) make_tokenizer(cfg, mc)->encode(cfg.generate);  // a tokenizer that cannot encode says so now
+    if (!cfg.generate.empty()) {  // a tokenizer that cannot encode says so now
+        const int64_t prompt = (int64_t)make_tokenizer(cfg, mc)->encode(cfg.generate).size();
+        const int64_t longest = std::min(mc.max_seq, prompt + cfg.max_new);  // generate() stops at max_seq
+        CHECK(mc.sliding_window == 0 || longest <= mc.sliding_window,
+              "%s: sliding_window %lld < the %lld tokens --generate's prompt (%lld) and --max-new %ld make: each token "
+              "would attend to the last %lld only, and this attention sees every earlier one; lower --max-new",
+              config_file.c_str(), (long long)mc.sliding_window, (long long)longest, (long long)prompt,
+              (long)cfg.max_new, (long long)mc.sliding_window);
+    }
+    // --save's folder made and written into now, not found unwritable at the first save, after training steps
+    if (!cfg.save.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(cfg.save, ec);
+        CHECK(!ec && std::filesystem::is_directory(cfg.save, ec), "--save %s: cannot create the directory: %s",
+              cfg.save.c_str(), ec ? ec.message().c_str() : "a file is in the way");
+        const std::string probe = (std::filesystem::path(cfg.save) / strfmt(".probe.rank%d", world_rank())).string();
+        std::FILE* f = std::fopen(probe.c_str(), "w");
+        const int err = f ? 0 : errno;
+        CHECK(f && std::fclose(f) == 0, "--save %s: cannot write into the directory: %s", cfg.save.c_str(),
+              std::strerror(err ? err : errno));
+        std::remove(probe.c_str());
+    }
     if (!cfg.export_hf.empty()) {
         check_hf_exportable(mc);  // a MoE preset Mixtral cannot hold is refused before training, not after
         std::error_code ec;

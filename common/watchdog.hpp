@@ -8,15 +8,22 @@
 // of burning a core per rank. When the wait passes --comm-timeout seconds:
 //   1. the backend's on_expiry runs (NCCL: ncclCommAbort on every communicator, so the GPU lets go);
 //   2. the rank tells every other rank what it waits for (a small message on MPI_COMM_WORLD, tag
-//      kWatchdogTag) and listens for theirs for a grace period (a fifth of the timeout, 1 to 10 s): the
-//      ranks that do report are waiting too; the ranks that never do are the ones that did not arrive;
-//   3. it prints "[rank R] watchdog: <op> on group <name> (K ranks: world ranks ...) waited S s ..." with
-//      the ranks waiting too, "did not arrive: rank ..." and aborts the job (abort_job: MPI_Abort).
+//      kWatchdogTag) and listens for theirs for a grace period (a fifth of the timeout, 1 to 10 s). A rank
+//      still waiting, whose deadline has not passed yet, answers too (its wait polls for such a message), so
+//      the ranks that do not are the ones that did not arrive: stuck outside communication, or dead;
+//   3. it sends the others a verdict (they stay quiet: the first report is the one to read), prints
+//      "[rank R] watchdog: <op> on group <name> (K ranks: world ranks ...) waited S s ..." with the ranks
+//      waiting too, "did not arrive: rank ..." and aborts the job (abort_job: MPI_Abort).
+// Only a rank whose wait saw every other rank waiting, and none stopped, reports a deadlock. A process that did
+// not run for a while (SIGSTOP, a debugger, a suspended machine: a gap of seconds between two polls) does not
+// count that time as waiting; woken while the others report (mpirun wakes a stopped rank with SIGCONT to kill
+// it), it is no witness: it tells them it was stopped, and they name it with the ranks that did not arrive.
 // Without MPI (one rank) step 2 is skipped. No thread is started and nothing is added to a wait that
 // completes: the clock is read once per poll.
 //
 // Playbook: "5D parallelism in a nutshell" (a job is as fast as its slowest rank); the test is
-// tests/02_data_parallel/watchdog_test.sh (--inject-hang 2:3 --comm-timeout 5 on 4 ranks).
+// tests/02_data_parallel/watchdog_test.sh (--inject-hang 2:3 --comm-timeout 5 on 4 ranks) and abort_test.sh
+// (a rank stopped by SIGSTOP: the first diagnosis names it, no deadlock claimed).
 #pragma once
 #include <functional>
 #include <string>

@@ -139,6 +139,9 @@ int run(int argc, char** argv) {
     job.kernel = parse_attention_kernel(kernel);
     CHECK(seq <= job.model.max_seq || job.model.max_seq == 0, "--seq %lld > the model's max_seq %lld", (long long)seq,
           (long long)job.model.max_seq);
+    CHECK(job.model.sliding_window == 0 || seq <= job.model.sliding_window, "--seq %lld > the model's sliding_window "
+          "%lld (%s): past it the model attends to the last %lld tokens only, which no chapter computes", (long long)seq,
+          (long long)job.model.sliding_window, model.c_str(), (long long)job.model.sliding_window);
     auto count = [](double n) { return n >= 1e9 ? strfmt("%.2fB", n / 1e9) : strfmt("%.2fM", n / 1e6); };
     std::printf("model %s: %s parameters (%s active), %lld layers, h %lld; %lld GPUs (%s: %d per node, %.0f GB, "
                 "%.3g TFLOP/s x %.2f, NVLink %.0f GB/s, IB %.0f GB/s); seq %lld, global batch %lld sequences (%.3gM tokens), %s\n",
@@ -167,6 +170,10 @@ int run(int argc, char** argv) {
                     t.exposed.cp, t.exposed.ep, t.tokens_per_s, t.mfu * 100);
         std::printf("overlap t_comm/t_window: dp %.2f pp %.2f cp %.2f; tp (appendix C's (t-1)/2h · peak/bw) %.2f\n",
                     t.ratio.dp, t.ratio.pp, t.ratio.cp, t.ratio.tp);
+        // printed, and then an exit status a script can read: a layout that does not fit is no plan
+        CHECK(c.fits, "layout %s does not fit: its fullest GPU needs %.2f GiB, more than the %.2f GiB of --gpu-memory; "
+              "shard more (--zero 3, --tp, --pp), recompute, or give more GPUs", L.str().c_str(),
+              c.worst.total() / double(1 << 30), m.gpu_memory / double(1 << 30));
         return 0;
     }
     SearchSpace space;
@@ -176,6 +183,12 @@ int run(int argc, char** argv) {
     std::printf("%zu legal layouts; the first %lld:\n", ranked.size(), (long long)std::min<int64_t>(top, ranked.size()));
     std::printf("%s\n", format_table(ranked, (size_t)top).c_str());
     std::printf("%s", explain_choice(ranked, m).c_str());
+    // the table and why are printed; the exit status says whether there is a plan at all
+    CHECK(!ranked.empty(), "no legal layout of model %s on --gpus %lld: every combination of degrees breaks a rule "
+          "(check_layout); try another --gpus, --seq or --global-batch", job.model.name.c_str(), (long long)gpus);
+    CHECK(ranked.front().fits, "nothing fits: the closest layout (%s) needs %.2f GiB per GPU, more than the %.2f GiB "
+          "of --gpu-memory; add GPUs, recompute, or shard more (ZeRO-3, tp, pp)", ranked.front().layout.str().c_str(),
+          ranked.front().worst.total() / double(1 << 30), m.gpu_memory / double(1 << 30));
     return 0;
 }
 

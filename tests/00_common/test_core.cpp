@@ -18,6 +18,7 @@ static void library_check_positive(int v) { CHECK(v > 0, "v = %d must be positiv
 #include <ios>
 #include <limits>
 
+#include "../../common/config.hpp"
 #include "../../common/watchdog.hpp"
 #include "../testing.hpp"
 
@@ -439,6 +440,39 @@ TEST_CASE("watchdog: a wait that ends before the deadline returns and counts its
     set_comm_timeout(timeout);
     CHECK(group_members_str({0, 1, 2, 3}) == "4 ranks: world ranks 0 1 2 3");
     CHECK(group_members_str({5}) == "1 rank: world rank 5");
+}
+
+TEST_CASE("flags: an integer is read whole and within its range, never wrapped; RANK:STEP likewise") {
+    using testing::contains;
+    using testing::error_of;
+    int64_t chunks = 1, seed = 0;
+    bool sp = false;
+    Flags f("test", "flags");
+    f.add("pp-chunks", &chunks, "int range (the default)");
+    f.add("seed", &seed, "int64 range", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+    f.add("sp", &sp, "a bool");
+    auto parse = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), "test");
+        std::vector<char*> av;
+        for (std::string& a : args) av.push_back(a.data());
+        f.parse((int)av.size(), av.data());
+    };
+    parse({"--pp-chunks", "2147483647", "--seed=-9223372036854775808"});
+    CHECK((chunks == 2147483647 && seed == std::numeric_limits<int64_t>::min()));
+    // 4294967298 would be 2 after an int cast: refused by name, as is a value past int64 (strtoll's ERANGE)
+    CHECK(contains(error_of([&] { parse({"--pp-chunks", "4294967298"}); }),
+                   "--pp-chunks 4294967298 is out of range: at most 2147483647"));
+    CHECK(contains(error_of([&] { parse({"--pp-chunks", "-2147483649"}); }), "is out of range: at least -2147483648"));
+    CHECK(contains(error_of([&] { parse({"--pp-chunks", "99999999999999999999"}); }), "at most 2147483647"));
+    CHECK(contains(error_of([&] { parse({"--seed", "99999999999999999999"}); }), "at most 9223372036854775807"));
+    CHECK(contains(error_of([&] { parse({"--pp-chunks", "2x"}); }), "--pp-chunks 2x must be an integer"));
+    CHECK(contains(error_of([&] { parse({"--sp=yes"}); }), "--sp=yes must be 0 or 1"));
+    CHECK(chunks == 2147483647);  // a refused value changes nothing
+    CHECK(parse_rank_step("1:3", "--x") == std::pair<int64_t, int64_t>{1, 3});
+    for (const char* bad : {"1", "1:0", "-1:3", "a:b", "1:3x", ":3", "1:", "1:-3"})
+        CHECK(contains(error_of([&] { parse_rank_step(bad, "--x"); }), "must be RANK:STEP"));
+    CHECK(contains(error_of([] { parse_rank_step("4294967297:1", "--x"); }),
+                   "--x '4294967297:1': RANK 4294967297 is out of range: at most 2147483647"));
 }
 
 }  // TEST_SUITE

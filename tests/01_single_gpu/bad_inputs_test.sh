@@ -5,8 +5,11 @@
 # One row per command line: the arguments, then the text the output must contain (tests/expect_fail.sh:
 # exit non-zero, not by a signal, within 10 s). The rows cover the edge values of every flag (zero,
 # negative, inf, nan, out of range, not a number), the products of sizes that overflow or exceed their
-# limits (common/config.cpp), the memory a run cannot have (memory_bound.cpp), and bad models and data
-# files: missing, a directory, not JSON, a bad llm.c header, token ids beyond the vocabulary. Chapter 02's
+# limits (common/config.cpp), integers beyond an int's range, the memory a run cannot have
+# (memory_bound.cpp), bad models and data files: missing, a directory, not JSON, a bad llm.c header, token ids
+# beyond the vocabulary, NaN weights, a sliding window shorter than the run's sequences; --save's folder. Control
+# runs: configs transformers reads as the same model (no max_position_embeddings, hidden_act swish, a sliding
+# window as long as the sequences) train one step. Chapter 02's
 # and later chapters' tables hold the multi-rank rows. Prints "N passed, N failed, N skipped"; `make test
 # CH=01` runs it.
 #   bash tests/01_single_gpu/bad_inputs_test.sh        (BIN: the programs' folder, default build/bin)
@@ -37,6 +40,13 @@ json.dump(dict(base, hidden_size=2**40), open(f"{d}/huge.json", "w"))
 json.dump(dict(base, hidden_size=8192, intermediate_size=65536, num_hidden_layers=200), open(f"{d}/big.json", "w"))
 json.dump(dict(base, attention_bias=True), open(f"{d}/bias.json", "w"))
 json.dump(dict(base, rope_scaling={"rope_type": "yarn", "factor": 4.0}), open(f"{d}/yarn.json", "w"))
+# what transformers reads the same way (the control runs at the end): a missing max_position_embeddings (its
+# default, 2048), hidden_act "swish" (silu's other name), a sliding window no sequence of the run exceeds
+json.dump({k: v for k, v in base.items() if k != "max_position_embeddings"}, open(f"{d}/nomaxpos.json", "w"))
+json.dump(dict(base, hidden_act="swish"), open(f"{d}/swish.json", "w"))
+json.dump(dict(base, sliding_window=8), open(f"{d}/window.json", "w"))
+json.dump(base, open(f"{d}/base.json", "w"))
+open(f"{d}/afile", "w").write("a file, not a folder")
 import os
 for name in ("hfdir", "badst"):  # Hugging Face folders: a config alone; a config and a truncated safetensors file
     os.makedirs(f"{d}/{name}", exist_ok=True)
@@ -44,15 +54,24 @@ for name in ("hfdir", "badst"):  # Hugging Face folders: a config alone; a confi
 open(f"{d}/badst/model.safetensors", "wb").write(struct.pack("<Q", 1 << 20) + b'{"a": ')
 EOF
 mkdir -p "$TMP/dir.json"
+# a Hugging Face folder whose embedding holds a NaN: exported from the base config, then one float overwritten
+"$BIN/01_single_gpu" --model "$TMP/base.json" --steps 0 --export-hf "$TMP/nanst" >/dev/null 2>&1
+python3 - "$TMP/nanst/model.safetensors" <<'PY'
+import json, struct, sys
+with open(sys.argv[1], "r+b") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    begin = json.loads(f.read(n))["model.embed_tokens.weight"]["data_offsets"][0]
+    f.seek(8 + n + begin + 4 * 33)  # element [1, 1] of the (300, 32) f32 table
+    f.write(struct.pack("<f", float("nan")))
+PY
 
 expect_table 10 "$BIN/01_single_gpu" <<'EOF'
-# sizes: products that overflow int64 or exceed their limit, and memory the machine does not have
---micro-batch 2305843009213693952 --seq 8 | --micro-batch 2305843009213693952 × --seq 8 (the tokens of one micro-batch) overflows
---grad-accum 1152921504606846976          | --micro-batch 16 × --grad-accum 1152921504606846976 (the sequences of one rank's step) overflows
---micro-batch 1 --grad-accum 4611686018427387904 --seq 4 | --seq 4 (the tokens of one rank's step) overflows
+# sizes: products that overflow int64 or exceed their limit, and memory the machine does not have (each factor
+# an int: only a product of three or more can pass int64)
+--micro-batch 1073741823 --seq 2 --grad-accum 2147483647 --steps 2147483647 | --steps 2147483647 × (--micro-batch × --grad-accum × --dp) 2305843005992468481 (the sample ids the run trains on) overflows
 --micro-batch 1000000000                  | --micro-batch 1000000000 × --seq 32 (the tokens of one micro-batch) = 32000000000 is too large
---seq 9223372036854775807                 | --seq 9223372036854775807 (the tokens of one micro-batch) overflows
---steps 100000000000                      | --steps 100000000000 × (--micro-batch × --grad-accum × --dp) 16 (the sample ids
+--seq 2147483647                          | --micro-batch 16 × --seq 2147483647 (the tokens of one micro-batch) = 34359738352 is too large
+--steps 2147483647 --micro-batch 1024     | --steps 2147483647 × (--micro-batch × --grad-accum × --dp) 1024 (the sample ids
 --micro-batch 10000000                    | --micro-batch 10000000 × --seq 32, --precision fp32: one rank needs at least && host memory it has
 --micro-batch 40000 --seq 256             | one rank needs at least && lower --micro-batch or --seq
 # each integer flag's edge values
@@ -62,7 +81,14 @@ expect_table 10 "$BIN/01_single_gpu" <<'EOF'
 --seq 1                                   | --seq 1 must be >= 2
 --seq 257                                 | --seq 257 must be <= the model's max_seq 256
 --steps 0                                 | --steps 0 must be >= 1
---steps 99999999999999999999              | --steps 99999999999999999999 is out of the range of a 64-bit integer
+# an integer flag holds an int (what the chapters hand it to): beyond, refused by name, never wrapped
+--steps 99999999999999999999              | --steps 99999999999999999999 is out of range: at most 2147483647
+--micro-batch 2305843009213693952 --seq 8 | --micro-batch 2305843009213693952 is out of range: at most 2147483647
+--seq 9223372036854775807                 | --seq 9223372036854775807 is out of range: at most 2147483647
+--grad-accum 4294967298                   | --grad-accum 4294967298 is out of range: at most 2147483647
+--micro-batch 3000000000                  | --micro-batch 3000000000 is out of range: at most 2147483647
+--steps -99999999999                      | --steps -99999999999 is out of range: at least -2147483648
+--seed 99999999999999999999               | --seed 99999999999999999999 is out of range: at most 9223372036854775807
 --steps 1.5                               | --steps 1.5 must be an integer
 --steps ten                               | --steps ten must be an integer
 --steps                                   | --steps needs a value
@@ -112,6 +138,9 @@ stray                                     | unexpected argument 'stray'
 --model $TMP/yarn.json                    | rope_scaling rope_type = "yarn" is not implemented
 --model $TMP/hfdir                        | --model $TMP/hfdir: the folder has a config.json but neither model.safetensors
 --model $TMP/badst                        | model.safetensors: the header length 1048576 runs past the end of the file
+--model $TMP/nanst                        | $TMP/nanst/model.safetensors: tensor model.embed_tokens.weight holds a non-finite weight, nan at [1, 1]
+--model $TMP/window.json --seq 16         | $TMP/window.json: sliding_window 8 < --seq 16: each token would attend to the last 8 tokens only
+--model $TMP/window.json --seq 8 --steps 0 --generate hello --max-new 20 | $TMP/window.json: sliding_window 8 < the 25 tokens --generate's prompt (5) and --max-new 20 make
 # data: not a dataset, no file, a directory, bad shards, token ids beyond the vocabulary, too short
 --data nosuch                             | --data 'nosuch' is not a dataset (accepted: addition
 --data llmc:                              | --data 'llmc:' is not a dataset
@@ -135,8 +164,15 @@ stray                                     | unexpected argument 'stray'
 --val-data nosuch                         | --val-data nosuch: && is not a dataset
 --val-data llmc:$TMP/oov.bin --model tiny | --val-data && oov.bin': token 64 at index 5000
 --export-hf /proc/penta                   | --export-hf /proc/penta: cannot create the directory
+--save /proc/penta                        | --save /proc/penta: cannot create the directory
+--save $TMP/afile                         | --save $TMP/afile: cannot create the directory
 # output paths
 --log-jsonl $TMP/no/such/dir/log.jsonl --steps 1 | --log-jsonl $TMP/no/such/dir/log.jsonl: cannot open for writing
 --dump-reference $TMP/no/such/dir         | --dump-reference $TMP/no/such/dir: cannot create the directory
 EOF
+# what transformers builds the same model from is accepted: one step each, exit 0
+for m in nomaxpos swish window; do
+    expect_ok "--model $m.json: read as transformers reads it, one step" 30 "step 1/1" \
+        "$BIN/01_single_gpu" --model "$TMP/$m.json" --seq 8 --steps 1 --eval-every 0
+done
 expect_summary

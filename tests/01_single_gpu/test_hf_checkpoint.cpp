@@ -269,7 +269,8 @@ TEST_CASE("safetensors: a truncated or lying header is refused naming the file a
     std::remove(p.c_str());
 }
 
-TEST_CASE("model config: keys of models we do not build are refused naming the key and the value") {
+TEST_CASE("model config: keys of models we do not build are refused naming the key and the value; what transformers "
+          "builds the same model from is read") {
     const std::string path = scratch("config.json");
     const std::string base = R"("hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
         "intermediate_size": 64, "vocab_size": 64, "max_position_embeddings": 32)";
@@ -282,9 +283,15 @@ TEST_CASE("model config: keys of models we do not build are refused naming the k
     CHECK(contains(err(R"("attention_bias": true)"), "attention_bias = true is not implemented"));
     CHECK(contains(err(R"("mlp_bias": true)"), "mlp_bias = true is not implemented"));
     CHECK(contains(err(R"("hidden_act": "gelu")"), "hidden_act = \"gelu\" is not implemented"));
+    CHECK(err(R"("hidden_act": "swish")") == "");  // transformers' ACT2FN: the same nn.SiLU as "silu"
     CHECK(contains(err(R"("attention_dropout": 0.1)"), "attention_dropout = 0.1 is not implemented"));
-    CHECK(contains(err(R"("sliding_window": 4096)"), "sliding_window = 4096 is not implemented"));
+    // a sliding window is kept: resolve_model holds the run's sequences to it (tests/01_single_gpu/bad_inputs_test.sh)
+    CHECK(err(R"("sliding_window": 4096)") == "");
+    CHECK(load_hf_config(path).sliding_window == 4096);
+    CHECK(contains(err(R"("sliding_window": 0)"), "sliding_window = 0 must be a number of tokens >= 1 or null"));
+    CHECK(contains(err(R"("sliding_window": 8.5)"), "sliding_window = 8.5 must be a number of tokens >= 1 or null"));
     CHECK(err(R"("sliding_window": 4096, "use_sliding_window": false)") == "");  // present but off (Qwen2's configs)
+    CHECK(load_hf_config(path).sliding_window == 0);
     CHECK(contains(err(R"("rope_scaling": {"rope_type": "linear", "factor": 2.0})"),
                    "rope_scaling rope_type = \"linear\" is not implemented"));
     CHECK(contains(err(R"("rope_scaling": {"type": "dynamic", "factor": 2.0})"),

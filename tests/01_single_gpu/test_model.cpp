@@ -315,6 +315,15 @@ TEST_CASE("model config: load_hf_config reads config.json and names file and key
            c.n_kv_heads == p.n_kv_heads && c.ffn == p.ffn && c.vocab == p.vocab && c.max_seq == p.max_seq &&
            c.rope_theta == p.rope_theta && c.norm_eps == p.norm_eps &&
            c.tied_embeddings == p.tied_embeddings));
+    // a key left out takes transformers' default for the model_type (LlamaConfig, MixtralConfig in 4.46)
+    write(R"({"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
+              "vocab_size": 64})");
+    c = load_hf_config(path);
+    CHECK((c.max_seq == 2048 && c.n_kv_heads == 4 && c.rope_theta == 10000.0 && c.norm_eps == 1e-6));
+    write(R"({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2, "hidden_size": 32,
+              "num_hidden_layers": 2, "num_attention_heads": 16, "intermediate_size": 64, "vocab_size": 64})");
+    c = load_hf_config(path);
+    CHECK((c.max_seq == 131072 && c.n_kv_heads == 8 && c.rope_theta == 1e6 && c.norm_eps == 1e-5));
     write(R"({"num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64, "vocab_size": 64,
               "max_position_embeddings": 32})");
     std::string e = error_of([&] { load_hf_config(path); });

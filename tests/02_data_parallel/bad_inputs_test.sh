@@ -23,6 +23,10 @@ EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 2 "$BIN/02_data_parallel" <<'EOF'
 --dp 2 --inject-hang -1:1             | --inject-hang '-1:1' must be RANK:STEP
 --dp 2 --inject-hang 1:2:0            | --inject-hang '1:2:0': SECONDS '0' must be a finite number > 0
 --dp 2 --inject-hang 1:2:inf          | --inject-hang '1:2:inf': SECONDS 'inf' must be a finite number > 0
+--dp 2 --inject-failure 1:99 --steps 3 | --inject-failure 1:99: step 99 is not a step of the run, 1 ... --steps 3
+--dp 2 --inject-hang 1:99 --steps 3   | --inject-hang 1:99: step 99 is not a step of the run, 1 ... --steps 3
+--dp 2 --inject-failure 4294967297:1  | --inject-failure '4294967297:1': RANK 4294967297 is out of range: at most 2147483647
+--dp 2 --sdc-check 1 --sdc-flip-bit 4294967297:1 | --sdc-flip-bit '4294967297:1': RANK 4294967297 is out of range
 # the watchdog's deadline
 --dp 2 --comm-timeout -1              | --comm-timeout -1 must be a finite number of seconds >= 0
 --dp 2 --comm-timeout inf             | --comm-timeout inf must be a finite number of seconds >= 0
@@ -34,10 +38,10 @@ EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 2 "$BIN/02_data_parallel" <<'EOF'
 --dp 3                                | --dp 3 must be between 1 and the job's 2 rank(s)
 --dp 1                                | --dp 1 must equal the number of ranks 2 (chapter 02 is data parallel only): pass --dp 2
 --dp 0                                | --dp 0 must be between 1 and the job's 2 rank(s)
---dp 4294967298                       | --dp 4294967298 must be between 1 and the job's 2 rank(s)
+--dp 4294967298                       | --dp 4294967298 is out of range: at most 2147483647
 # sizes with the dp factor
---dp 2 --micro-batch 4611686018427387904 --grad-accum 1 --seq 2 --steps 1 | overflows
---dp 2 --steps 100000000000           | --steps 100000000000 × (--micro-batch × --grad-accum × --dp) 16 (the sample ids the run trains on)
+--dp 2 --micro-batch 1073741823 --grad-accum 2147483647 --seq 2 --steps 3 | --steps 3 × (--micro-batch × --grad-accum × --dp) 4611686011984936962 (the sample ids the run trains on) overflows
+--dp 2 --steps 2147483647 --micro-batch 1024 | --steps 2147483647 × (--micro-batch × --grad-accum × --dp) 2048 (the sample ids the run trains on)
 # chapter 02's flags
 --dp 2 --dp-mode fast                 | --dp-mode fast must be naive or bucketed
 --dp 2 --bucket-mb inf                | --bucket-mb inf must be a finite number >= 0

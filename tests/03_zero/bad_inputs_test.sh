@@ -15,7 +15,7 @@ head -c 4096 /dev/zero >"$TMP/zeros.bin"
 EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 2 "$BIN/03_zero" <<'EOF'
 --dp 2 --zero 4                       | --zero 4 must be 1, 2 or 3 (0: plain data parallelism)
 --dp 2 --zero -1                      | --zero -1 must be 1, 2 or 3
---dp 2 --zero 99999999999999999999    | --zero 99999999999999999999 is out of the range of a 64-bit integer
+--dp 2 --zero 99999999999999999999    | --zero 99999999999999999999 is out of range: at most 2147483647
 --dp 2 --zero two                     | --zero two must be an integer
 --tp 2 --zero 3                       | chapter 03 is data parallel only: --tp 2
 --dp 2 --zero 3 --zero-defer-gather   | --zero-defer-gather needs --zero 1 or 2 (got --zero 3)

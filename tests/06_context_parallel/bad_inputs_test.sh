@@ -16,6 +16,7 @@ EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 2 "$BIN/06_context_parallel" <<'EOF'
 --cp 4                                 | --cp 4 must be between 1 and the job's 2 rank(s)
 --cp 1 --pp 2                          | --pp 2 --ep 1: pipeline and expert parallelism are chapters 07 and 08
 --cp 2 --zero 4                        | --zero 4 must be 1, 2 or 3
+--cp 2 --attention naive               | --attention naive with --cp 2: context parallelism's attention (ring or all-gather) computes every block with the online softmax
 EOF
 EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 4 "$BIN/06_context_parallel" <<'EOF'
 --cp 2 --tp 2 --sp --micro-batch 1 --seq 34 --cp-shard contiguous | --sp splits the --micro-batch 1 × (--seq 34 / --cp 2) = 17 tokens

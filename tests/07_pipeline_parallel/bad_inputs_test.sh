@@ -15,6 +15,17 @@ EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 2 "$BIN/07_pipeline_parallel" <<'EOF2'
 --pp 2 --pp-layers 3,2                                  | --pp-layers adds up to 5 layers; the model has 4
 --pp 2 --pp-layers 2,x                                  | --pp-layers '2,x': each entry must be a number of layers >= 1
 --pp 2 --pp-layers 1,1,2                                | --pp-layers lists 3 stages; the pipeline has 2 virtual stages
+--pp 2 --pp-layers 2,2,                                 | --pp-layers '2,2,': each entry must be a number of layers >= 1
+--pp 2 --pp-layers ,2,2                                 | --pp-layers ',2,2': each entry must be a number of layers >= 1
+--pp 2 --pp-layers 2,99999999999999999999               | --pp-layers '2,99999999999999999999': entry 99999999999999999999 is out of range: at most 2147483647
+--pp 2 --pp-layers 2147483647,2147483647                | --pp-layers adds up to 4294967294 layers; the model has 4
+# --pp-chunks: an int, and bounded by the layers before the schedule (p · v · m ops) is built
+--pp 2 --pp-schedule interleaved --pp-chunks 1000000000 | the model has 4 layers, fewer than the pipeline's 2000000000 virtual stages
+--pp 2 --pp-schedule interleaved --pp-chunks 100000     | the model has 4 layers, fewer than the pipeline's 200000 virtual stages
+--pp 2 --pp-schedule interleaved --pp-chunks 10000      | the model has 4 layers, fewer than the pipeline's 20000 virtual stages
+--pp 2 --pp-schedule interleaved --pp-chunks 4294967298 | --pp-chunks 4294967298 is out of range: at most 2147483647
+--pp 2 --pp-schedule interleaved --pp-chunks 3000000000 | --pp-chunks 3000000000 is out of range: at most 2147483647
+--pp 2 --pp-schedule interleaved --pp-chunks 2147483647 | the model has 4 layers, fewer than the pipeline's 4294967294 virtual stages
 --pp 2 --model tiny --pp-schedule interleaved --pp-chunks 2 | the model has 2 layers, fewer than the pipeline's 4 virtual stages
 --pp 2 --zero 3                                         | --zero 3 with --pp 2: ZeRO-3 all-gathers a stage's weights for every micro-batch
 --pp 2 --eval-every 10                                  | --eval-every 10: the held-out evaluation runs the whole model on every rank

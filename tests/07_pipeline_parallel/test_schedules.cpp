@@ -231,6 +231,17 @@ TEST_CASE("stages: the layers cut into virtual stages, and each stage's slice") 
     CHECK(contains(error_of([] { split_layers(4, 2, parse_layer_sizes("3,2")); }), "adds up to 5 layers; the model has 4"));
     CHECK(contains(error_of([] { split_layers(2, 4, {}); }), "the model has 2 layers, fewer than the pipeline's 4"));
     CHECK(contains(error_of([] { parse_layer_sizes("3,0"); }), "--pp-layers '3,0'"));
+    // every comma separates two entries (an empty one is refused, not dropped); an entry is an int: no sum wraps
+    for (const char* bad : {"2,2,", ",2", "2,,2", "", "2, 2"})
+        CHECK(contains(error_of([&] { parse_layer_sizes(bad); }), "each entry must be a number of layers >= 1"));
+    CHECK(contains(error_of([] { parse_layer_sizes("2,9223372036854775807"); }), "is out of range: at most 2147483647"));
+    CHECK(contains(error_of([] { split_layers(4, 2, parse_layer_sizes("2147483647,2147483647")); }),
+                   "adds up to 4294967294 layers; the model has 4"));
+    // --pp × --pp-chunks beyond an int: the split refuses it by the layers (nothing is built before)
+    CHECK(contains(error_of([] { split_layers(4, int64_t(2) * 2147483647, {}); }),
+                   "the model has 4 layers, fewer than the pipeline's 4294967294 virtual stages"));
+    CHECK(contains(error_of([] { check_pipeline_shape(PipeScheduleKind::one_f_one_b, 2, 3); }),
+                   "--pp-chunks 3: only --pp-schedule interleaved"));
 
     // interleaved v 2 on 2 stages, 8 layers: stage 0 holds pieces 0 and 2, stage 1 pieces 1 and 3
     const PipelinePlan I = make_pipeline_plan(PipeScheduleKind::interleaved, 2, 2, 2);

@@ -9,7 +9,8 @@ set -uo pipefail
 source "$(dirname "$0")/../expect_fail.sh"
 expect_needs_mpi "bad inputs test (chapter 08)"
 
-# small Mixtral configs: 6 experts (ep 4 does not divide them), a sliding window, and a qwen2_moe
+# small Mixtral configs: 6 experts (ep 4 does not divide them), a sliding window of 16 tokens (shorter than the
+# default --seq 32: refused; as long as --seq 16: the control run at the end), and a qwen2_moe
 llama='"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
   "intermediate_size": 32, "vocab_size": 256, "max_position_embeddings": 64'
 echo "{\"model_type\": \"mixtral\", \"num_local_experts\": 6, \"num_experts_per_tok\": 2, $llama}" >"$TMP/six.json"
@@ -27,7 +28,7 @@ EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 2 "$BIN/08_expert_parallel" <<'EOF'
 --ep 3                             | --ep 3 must be between 1 and the job's 2 rank(s)
 --dp 1 --cp 2 --ep 1               | --pp 1 --cp 2: this program combines --ep with --dp, --tp (--sp) and ZeRO
 --zero 4                           | --zero 4 must be 1, 2 or 3
---model $TMP/window.json           | sliding_window 16 < max_position_embeddings 64: sliding-window attention is not modelled
+--model $TMP/window.json           | $TMP/window.json: sliding_window 16 < --seq 32: each token would attend to the last 16 tokens only
 --model $TMP/qwen.json             | model_type "qwen2_moe" does not fit this MoE layer: its attention has q/k/v biases
 --dump-reference $TMP/dump         | --dump-reference: the dump is of the whole model on one rank
 --moe-balance bias --export-hf $TMP/x | would have a per-expert routing bias (--moe-balance bias) added to the router's scores when it picks the experts, which transformers' MixtralForCausalLM has no place
@@ -38,4 +39,8 @@ EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 4 "$BIN/08_expert_parallel" <<'EOF'
 --dp 4 --ep 4 --model $TMP/six.json | --ep 4 must divide the model's 6 experts
 --dp 2 --tp 2 --ep 2 --sp --micro-batch 1 --seq 3 | --sp splits the --micro-batch 1 × --seq 3 tokens into --tp 2 equal blocks
 EOF
+# a Mixtral's sliding window that no sequence of the run exceeds changes nothing (transformers masks only
+# tokens more than 16 back): the run trains
+expect_ok "--model window.json --seq 16: a sliding window as long as the sequences, one step" 60 "step 1/1" \
+    $MPIRUN -np 2 "$BIN/08_expert_parallel" --model "$TMP/window.json" --seq 16 --steps 1 --eval-every 0
 expect_summary

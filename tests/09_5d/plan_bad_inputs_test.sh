@@ -2,8 +2,10 @@
 # plan_bad_inputs_test.sh — chapter 09's layout planner, its rows of the bad-input table: the machine, the
 # model, the sizes, and a layout given by flags that breaks a rule (tp across nodes, ZeRO-3 with pp, sp without
 # tp, a grid that is not the GPU count, cp that does not cut the sequence, degrees whose product does not divide
-# the GPUs) or that names a layout's options without its degrees. Each row runs build/bin/09_5d_plan (one process,
-# no mpirun) and must exit non-zero, not by a signal, within 20 s, naming the flag and the rule
+# the GPUs) or that names a layout's options without its degrees, a --pp-chunks beyond the layers or an int, and
+# no plan (nothing fits, no legal layout, one layout that does not fit: printed, then exit 1). Each row runs
+# build/bin/09_5d_plan (one process, no mpirun) and must exit non-zero, not by a signal, within 20 s, naming the
+# flag and the rule
 # (tests/expect_fail.sh); control runs rank a small job, saying why its first layout wins, read a Hugging Face
 # config.json, and evaluate the one layout --tp and --pp give without --dp. `make test CH=09`.
 #   bash tests/09_5d/plan_bad_inputs_test.sh     (BIN: the programs' folder)
@@ -36,6 +38,12 @@ EXPECT_JOBS=2 expect_table 20 "$BIN/09_5d_plan" <<'EOF'
 --steps 5                                       | unknown flag --steps
 --gpus 64 --zero 1 --sp                         | --zero 1 --sp: these describe one layout, and without its degrees
 --gpus 64 --tp 3 --pp 2                         | --tp 3 × --pp 2 × --cp 1 = 6 does not divide --gpus 64
+--gpus 64 --tp 8 --pp 2 --pp-schedule interleaved --pp-chunks 1000000000 | the model has 32 layers, fewer than the pipeline's 2000000000 virtual stages
+--gpus 64 --tp 8 --pp 2 --pp-schedule interleaved --pp-chunks 4294967298 | --pp-chunks 4294967298 is out of range: at most 2147483647
+# no plan: the table is printed, and the exit status says there is none
+--model llama3-70b --gpus 1 --global-batch 8    | nothing fits: the closest layout
+--model tiny --machine cpu --gpus 3 --seq 8 --global-batch 8 --precision fp32 | no legal layout of model tiny on --gpus 3
+--model llama3-70b --gpus 8 --dp 8              | layout dp 8 tp 1 pp 1 cp 1 && does not fit: its fullest GPU needs
 EOF
 expect_ok "a small job ranked, and why the first layout wins" 60 "step 3, maximise throughput" \
     "$BIN/09_5d_plan" --model smollm-135m --machine h100 --gpus 8 --seq 2048 --global-batch 64 --top 3
