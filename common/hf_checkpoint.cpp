@@ -272,7 +272,7 @@ uint64_t export_hf(Model& model, const std::string& dir, const GridCoords& coord
     CHECK(lost.empty(), "--export-hf: model %s has %s, which transformers' %s has no place for", c.name.c_str(),
           lost.c_str(), c.moe.enabled() ? "MixtralForCausalLM" : "LlamaForCausalLM");
     const DType dtype = model.precision().param;
-    const ParamLayout full = ParamLayout::build(c, LayoutOptions{}, &model.attention(), &model.mlp());
+    const ParamLayout full = ParamLayout::whole(c, &model.attention(), &model.mlp());  // every expert too
     std::vector<SafetensorsEntry> entries;
     std::map<std::string, size_t> entry_of;
     for (const ParamTensor& t : full.tensors) {
