@@ -137,7 +137,7 @@ void HfCheckpoint::check(const ParamLayout& full) const {
         const bool tied_copy = name == "lm_head.weight";  // not wanted: the config ties it to the embedding
         const bool rotary = name.size() > 19 && name.compare(name.size() - 19, 19, "rotary_emb.inv_freq") == 0;
         if (!tied_copy && !rotary)
-            FAIL("%s: tensor '%s' is not part of the Llama this config describes (a bias, or another architecture?)",
+            FAIL("%s: tensor '%s' is not part of the model its config.json describes (a bias, or another architecture?)",
                  src.file->path().c_str(), name.c_str());
     }
 }
