@@ -102,9 +102,11 @@ void MoeLayer::declare(LayoutBuilder& b) const {
     }
     router_.declare(b);  // in the layer's unit: replicated over ep
     if (cfg_.moe.shared_experts > 0) shared_.declare(b);
-    // this rank's experts, in a unit of their own: sharded over ep, so summed over edp (reduce_groups.hpp)
+    // this rank's experts, in a unit of their own: sharded over ep, so summed over edp (reduce_groups.hpp);
+    // the whole model's layout (a Hugging Face folder checked or exported) has every expert, by its global name
     b.begin_unit("layer " + std::to_string(layer) + " experts", layer, true, kAxisDP | kAxisCP, kAxisEP);
-    for (int j = first_expert(); j < first_expert() + experts_per_rank(); j++) experts_[j].declare(b);
+    const int first = b.whole() ? 0 : first_expert(), n = b.whole() ? (int)cfg_.moe.experts : experts_per_rank();
+    for (int j = first; j < first + n; j++) experts_[j].declare(b);
     b.end_unit();
 }
 

@@ -5,7 +5,8 @@
 //   y = sum_j weights_j · SwiGLU_{experts_j}(x)  (+ SwiGLU_shared(x) when the model has shared experts)
 // Mixtral's block as transformers writes it (MixtralSparseMoeBlock), checked against PyTorch by
 // tools/torch_moe.py. With ep ranks, rank q holds experts [q·E/ep, (q+1)·E/ep) in a unit of its own
-// (sharded over ep, its gradients summed over edp: reduce_groups.hpp), and forward is
+// (sharded over ep, its gradients summed over edp: reduce_groups.hpp) — the whole model's layout
+// (ParamLayout::whole, what a Hugging Face folder is checked and exported as) declares all E — and forward is
 //   route -> plan (capacity, dispatch_plan.hpp) -> counts all-to-all -> dispatch all-to-all-v
 //        -> each local expert on its rows -> combine all-to-all-v -> weighted sum per token
 // (expert_dispatch.hpp); backward mirrors it: d weights and the d outputs' all-to-all, the experts' input

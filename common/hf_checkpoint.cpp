@@ -138,7 +138,7 @@ void HfCheckpoint::check(const ParamLayout& full) const {
         const bool tied_copy = name == "lm_head.weight";  // not wanted: the config ties it to the embedding
         const bool rotary = name.size() > 19 && name.compare(name.size() - 19, 19, "rotary_emb.inv_freq") == 0;
         if (!tied_copy && !rotary)
-            FAIL("%s: tensor '%s' is not part of the Llama this config describes (a bias, or another architecture?)",
+            FAIL("%s: tensor '%s' is not part of the model its config.json describes (a bias, or another architecture?)",
                  src.file->path().c_str(), name.c_str());
     }
 }
@@ -282,7 +282,7 @@ uint64_t export_hf(Model& model, const std::string& dir, const GridCoords& coord
     CHECK(lost.empty(), "--export-hf: model %s has %s, which transformers' %s has no place for", c.name.c_str(),
           lost.c_str(), c.moe.enabled() ? "MixtralForCausalLM" : "LlamaForCausalLM");
     const DType dtype = model.precision().param;
-    const ParamLayout full = ParamLayout::build(c, LayoutOptions{}, &model.attention(), &model.mlp());
+    const ParamLayout full = ParamLayout::whole(c, &model.attention(), &model.mlp());  // every expert too
     std::vector<SafetensorsEntry> entries;
     std::map<std::string, size_t> entry_of;
     for (const ParamTensor& t : full.tensors) {

@@ -19,11 +19,16 @@
 // each tensor only it is responsible for (the rule of the gradient norm: counts_in_grad_norm — its own tp
 // shard, dp/cp/edp coordinate 0 for replicas, the first stage for a tied table), a ZeRO-3 rank gathering
 // each unit first. No rank ever holds the whole model. The ranks must share the folder's file system.
+// Both directions work from the WHOLE model's list of tensors (ParamLayout::whole: every expert, whatever
+// E/ep of them this rank holds) and each rank's own layout, which names the same global tensors: an expert
+// is a tensor of its own ("...experts.5.w1.weight"), held whole by its ep rank (or its tp slice).
 //
 // Playbook: "5D parallelism in a nutshell" (checkpoints in any layout). Run:
 //   build/bin/01_single_gpu --model ~/SmolLM-135M --data llmc:'shards/train_*.bin' --export-hf out/
 // Test: tests/01_single_gpu/test_hf_checkpoint.cpp (transformers' random Llamas, one rank) and
-// tests/04_tensor_parallel/test_hf_tp.cpp (tp2, tp2 with two pipeline stages, export round trip).
+// tests/04_tensor_parallel/test_hf_tp.cpp (tp2, tp2 with two pipeline stages, export round trip),
+// tests/08_expert_parallel/test_hf_mixtral.cpp and hf_export_test.sh (Mixtral at ep 1, 2, 4; tp, ZeRO-3),
+// tests/09_5d/hf_export_test.sh (ep 2 × pp 2).
 #pragma once
 #include <cstdio>
 #include <memory>

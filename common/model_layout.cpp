@@ -113,6 +113,12 @@ ParamLayout ParamLayout::build(const LlamaConfig& cfg, int tp, int tp_rank, Pipe
     return build(cfg, o);
 }
 
+ParamLayout ParamLayout::whole(const LlamaConfig& cfg, const AttentionCore* attention, const MlpCore* mlp) {
+    LayoutOptions o;
+    o.whole = true;
+    return build(cfg, o, attention, mlp);
+}
+
 ParamLayout ParamLayout::build(const LlamaConfig& cfg, const LayoutOptions& opt, const AttentionCore* attention,
                                const MlpCore* mlp) {
     cfg.validate();

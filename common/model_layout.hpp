@@ -102,11 +102,14 @@ struct ParamUnit {
 };
 
 // What shapes the layout besides the model: the tensor-parallel shard, sequence parallelism (the norms'
-// gradients become partial sums over tp), the pipeline stage.
+// gradients become partial sums over tp), the pipeline stage; and whether it is the whole model.
 struct LayoutOptions {
     int tp = 1, tp_rank = 0;
     bool sequence_parallel = false;
     PipelineSlice slice;
+    // every tensor any rank holds, as a checkpoint names them: a core that gives each rank only some of a
+    // layer's tensors (chapter 08's experts, E/ep per ep rank) declares all of them (ParamLayout::whole)
+    bool whole = false;
 };
 
 struct ParamLayout {
@@ -123,6 +126,11 @@ struct ParamLayout {
     static ParamLayout build(const LlamaConfig& cfg, const LayoutOptions& opt, const AttentionCore* attention = nullptr,
                              const MlpCore* mlp = nullptr);
     static ParamLayout build(const LlamaConfig& cfg, int tp = 1, int tp_rank = 0, PipelineSlice slice = {});
+    // The whole model the cores make up, whatever part of it this rank holds: tp 1, every layer, every expert.
+    // A Hugging Face folder is checked against it and exported as it; each rank's own layout names the same
+    // tensors (or their tp slices), so a tensor's global name and shape are the same on every rank.
+    static ParamLayout whole(const LlamaConfig& cfg, const AttentionCore* attention = nullptr,
+                             const MlpCore* mlp = nullptr);
     int embedding_unit() const { return 0; }
     int head_unit() const { return (int)units.size() - 1; }
     int layer_unit(int64_t layer) const { return layer_units.at(layer).front(); }  // the layer's own unit
@@ -142,6 +150,7 @@ class LayoutBuilder {
     LayoutBuilder(ParamLayout& layout, const LlamaConfig& cfg, const LayoutOptions& opt);
     const LlamaConfig& config() const { return cfg_; }
     int64_t layer() const { return layer_; }  // the layer being declared; -1 outside layers
+    bool whole() const { return opt_.whole; }  // declaring the whole model (LayoutOptions::whole)
 
     // begins a unit; layer: the decoder layer it belongs to (-1: embedding or head); held: false for a
     // layer this stage does not build (the unit stays empty); grad_summed_on: the data axes its gradients

@@ -23,7 +23,7 @@ Model::Model(const LlamaConfig& cfg, Device device, uint64_t seed, const ModelOp
     mlp_ = opt.mlp_core ? opt.mlp_core : std::make_shared<DenseSwiGLU>();
     attn_->set_rope(rope_inv_freq_tensor(cfg, device));  // made once, on the model's device
     layout_ = ParamLayout::build(cfg, opt.layout(), attn_.get(), mlp_.get());
-    if (opt.weights) opt.weights->check(ParamLayout::build(cfg, LayoutOptions{}, attn_.get(), mlp_.get()));
+    if (opt.weights) opt.weights->check(ParamLayout::whole(cfg, attn_.get(), mlp_.get()));
     if (opt.resident_params) {
         params_ = Tensor::empty({layout_.numel}, opt_.precision.param, device_, Tag::params);
         initial_weights(layout_, params_);

@@ -8,6 +8,9 @@
 #                                            bit (JSON doubles are printed round-trip: equal text, equal bits)
 #   ckpt_compare LABEL FULL RESUMED RTOL     within RTOL relative (another layout sums in another order)
 #   ckpt_grep LABEL TEXT                     the last ckpt_run's output has the line TEXT (a PASS/FAIL line)
+#   ckpt_same_bytes LABEL FILE FILE          the two files are equal byte for byte (an --export-hf twice)
+#   ckpt_first_loss LABEL RTOL LOG LOG...    step 1's loss is the same in every --log-jsonl file, within RTOL
+#                                            relative (0: bit for bit); the losses are printed
 # The uninterrupted runs' own steps 1-5 are not compared: they are the same run.
 
 ckpt_run() {
@@ -55,4 +58,31 @@ ckpt_grep() {
     local why=""
     grep -qF -- "$2" <<<"$ckpt_last_output" || why="no '$2' in the output"
     expect_verdict "$1" "$why" "$(grep -F -m 1 -- "$2" <<<"$ckpt_last_output" | cut -c 1-160)" "$ckpt_last_output"
+}
+
+ckpt_same_bytes() {
+    local why=""
+    if [ ! -s "$2" ] || [ ! -s "$3" ]; then why="$2 or $3 is missing or empty"
+    elif ! cmp -s "$2" "$3"; then why="they differ: $(cmp "$2" "$3" 2>&1 | head -n 1)"
+    fi
+    expect_verdict "$1" "$why" "$(stat -c %s "$2" 2>/dev/null) bytes" ""
+}
+
+ckpt_first_loss() {
+    local label=$1 rtol=$2 out why
+    shift 2
+    out=$(python3 - "$rtol" "$@" <<'PY'
+import json, sys
+rtol, logs = float(sys.argv[1]), sys.argv[2:]
+try:
+    losses = [next(r for r in map(json.loads, open(f)) if r["step"] == 1)["loss"] for f in logs]
+except Exception as e:
+    print(f"cannot read step 1 of the logs: {e}"); print(""); sys.exit()
+worst = max(abs(x - losses[0]) / abs(losses[0]) for x in losses)
+print("" if worst <= rtol else f"largest relative difference {worst:.1e} > {rtol:g}")
+print("losses " + ", ".join(repr(x) for x in losses) + f"; largest relative difference {worst:.1e}")
+PY
+)
+    why=$(head -n 1 <<<"$out")
+    expect_verdict "$label" "$why" "$(tail -n 1 <<<"$out")" ""
 }

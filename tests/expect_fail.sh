@@ -12,7 +12,8 @@
 #   --data text:$TMP       | is a directory
 #   EOF
 #   expect_ok "the same without the fault" 30 "" "$BIN/01_single_gpu" --steps 2   # a control run: exit 0
-#   expect_summary                                     # "N passed, N failed, 0 skipped"; the exit status
+#   expect_skip "a label" "why it cannot run here"     # counted as skipped, never as passed
+#   expect_summary                                     # "N passed, N failed, N skipped"; the exit status
 #   expect_needs_mpi "bad inputs test (chapter 03)"    # a multi-rank script in an MPI=0 build: skipped
 #
 # In a table, ARGS are split into words by the shell with $TMP and $BIN expanded (so quote nothing but
@@ -26,7 +27,7 @@ MPIRUN=${MPIRUN:-mpirun --oversubscribe}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-expect_passed=0 expect_failed=0
+expect_passed=0 expect_failed=0 expect_skipped=0
 expect_name=$(basename "$0" .sh)
 
 # expect_needs_mpi WHAT: an MPI=0 build has no job of several ranks: say so, count one skip, exit
@@ -117,7 +118,13 @@ expect_table() {
     done
 }
 
+# expect_skip LABEL WHY: a check this machine cannot make (no PyTorch): said, and counted as skipped
+expect_skip() {
+    expect_skipped=$((expect_skipped + 1))
+    echo "$expect_name: SKIP: $1 ($2)"
+}
+
 expect_summary() {
-    echo "$expect_passed passed, $expect_failed failed, 0 skipped"
+    echo "$expect_passed passed, $expect_failed failed, $expect_skipped skipped"
     [ "$expect_failed" = 0 ]
 }

@@ -5,7 +5,8 @@ The acceptance tests of --model DIR and --export-hf DIR (common/hf_checkpoint.hp
 transformers itself wrote and read. No weights can be downloaded here, so this script makes random ones:
 
   make DIR [options]   a random LlamaForCausalLM (GQA, tied or not, a llama3 rope_scaling block, a head_dim of
-                       its own, f32 or bf16, one file or several) saved with save_pretrained, and
+                       its own, f32 or bf16, one file or several) — or with --experts E a MixtralForCausalLM of E
+                       experts (--top-k per token, each --ffn wide) — saved with save_pretrained, and
                        DIR/reference.safetensors: a batch of tokens and targets, transformers' logits, loss and
                        the gradient of every weight (computed in float64 from the saved weights), and the
                        rotary table inv_freq exactly as transformers holds it (float32)
@@ -32,7 +33,7 @@ import sys
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
 
 # the pre-tokenizer regexes common/pretokenize.cpp writes out by hand
 SPLIT_PATTERNS = {
@@ -52,24 +53,30 @@ def make(a):
                torch_dtype=a.dtype)
     if a.head_dim:
         cfg["head_dim"] = a.head_dim
+    if a.experts:  # Mixtral: every layer's MLP is E experts of intermediate_size, top-k per token, no sliding window
+        cfg.update(num_local_experts=a.experts, num_experts_per_tok=a.top_k, sliding_window=None,
+                   router_jitter_noise=0.0)
     if a.llama3:  # Llama 3.1's block, scaled down so the tiny model's wavelengths fall in all three bands: with
         # 64 original positions, wavelengths below 64/4 = 16 are kept (2 pi), those above 64 divided by the factor
         # (628, 6283) and those between interpolated (62.8; head_dim 16 adds 19.9 and 199)
         cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
-    model = LlamaForCausalLM(LlamaConfig(**cfg))
+    Config, Model = (MixtralConfig, MixtralForCausalLM) if a.experts else (LlamaConfig, LlamaForCausalLM)
+    model = Model(Config(**cfg))
     with torch.no_grad():  # norm weights of 1 would not test the norms' gradients or their loading
         for n, p in model.named_parameters():
             if n.endswith("norm.weight"):
                 p.add_(0.1 * torch.randn_like(p))
-    inv_freq = model.model.rotary_emb.inv_freq.clone()  # float32, as every forward uses it
+    # float32, as every forward uses it (Mixtral in transformers 4.4x keeps the table in each attention layer)
+    rotary = model.model.rotary_emb if hasattr(model.model, "rotary_emb") else model.model.layers[0].self_attn.rotary_emb
+    inv_freq = rotary.inv_freq.clone()
     model = model.to(getattr(torch, a.dtype))
     kw = {"max_shard_size": f"{a.shard_kb}KB"} if a.shard_kb else {}
     model.save_pretrained(a.dir, safe_serialization=True, **kw)
 
     # the reference: what transformers loads from the files it wrote, in float64 (bf16 weights upcast; the
     # rotary table computed afresh in float32, as from_pretrained does whatever the weights' dtype)
-    model = LlamaForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float64)
+    model = Model.from_pretrained(a.dir, torch_dtype=torch.float64)
     g = torch.Generator().manual_seed(a.seed + 1)
     seq = torch.randint(0, a.vocab, (a.batch, a.seq + 1), generator=g)
     tokens, targets = seq[:, :-1], seq[:, 1:].clone()
@@ -96,6 +103,7 @@ def check(a):
     # another order differ from float64's by a few ulps of the large values, which is huge beside a logit near 0
     err = ((got - want).abs() / (want.abs() + want.abs().max())).max().item()
     print(f"hf_reference check: transformers' {type(model).__name__} loaded {a.dir}; logits {tuple(want.shape)}, "
+          f"max |ours - theirs| = {(got - want).abs().max().item():.2e}, "
           f"max |ours - theirs| / (|theirs| + max |theirs|) = {err:.2e} (limit 1e-5)")
     return 0 if err <= 1e-5 else 1
 
@@ -157,7 +165,8 @@ def main():
     m = sub.add_parser("make")
     m.add_argument("dir")
     for name, default in [("vocab", 96), ("hidden", 32), ("ffn", 64), ("layers", 4), ("heads", 4), ("kv_heads", 2),
-                          ("max_pos", 64), ("head_dim", 0), ("seed", 1), ("batch", 2), ("seq", 24), ("shard_kb", 0)]:
+                          ("max_pos", 64), ("head_dim", 0), ("seed", 1), ("batch", 2), ("seq", 24), ("shard_kb", 0),
+                          ("experts", 0), ("top_k", 2)]:
         m.add_argument("--" + name.replace("_", "-"), type=int, default=default)
     m.add_argument("--theta", type=float, default=10000.0)
     m.add_argument("--tied", action="store_true")

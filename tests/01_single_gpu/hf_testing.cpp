@@ -37,6 +37,7 @@ std::string HfSpec::str() const {
     if (llama3) s += ", llama3 rope_scaling";
     if (shard_kb) s += ", sharded " + std::to_string(shard_kb) + "KB";
     if (head_dim) s += ", head_dim " + std::to_string(head_dim);
+    if (experts) s += ", Mixtral of " + std::to_string(experts) + " experts";
     return s + ", " + dtype + ", " + std::to_string(layers) + " layers";
 }
 
@@ -46,6 +47,7 @@ std::string HfSpec::args() const {
     if (llama3) s += " --llama3";
     if (shard_kb) s += " --shard-kb " + std::to_string(shard_kb);
     if (head_dim) s += " --head-dim " + std::to_string(head_dim);
+    if (experts) s += " --experts " + std::to_string(experts);
     return s;
 }
 

@@ -27,6 +27,7 @@ struct HfSpec {
     std::string dtype = "float32";
     int head_dim = 0;  // 0: hidden / heads
     int layers = 4;
+    int experts = 0;   // > 0: a MixtralForCausalLM of that many experts, 2 per token
     std::string str() const;  // "tied, llama3, sharded 20KB, bfloat16"
     std::string args() const;
 };

@@ -110,6 +110,13 @@ TEST_CASE("MoE layout: the layer's tensors are the count's, by their Hugging Fac
                          deepseek ? "down_proj.weight" : "w2.weight"));
             CHECK((L1.tensors[unit.tensors[0]].sharded_on & kAxisEP));
             CHECK(!(L1.find(router).sharded_on & kAxisEP));  // the router is replicated over ep
+            // the whole model from the same rank's core (what a Hugging Face folder is checked and exported
+            // as): every expert, the tensors of one rank's layout, in its order
+            const ParamLayout W1 = ParamLayout::whole(c, nullptr, &second);
+            REQUIRE(W1.tensors.size() == L.tensors.size());
+            for (size_t i = 0; i < L.tensors.size(); i++)
+                CHECK((W1.tensors[i].name == L.tensors[i].name && W1.tensors[i].offset == L.tensors[i].offset &&
+                       W1.tensors[i].full_shape == L.tensors[i].full_shape));
         }
     }
 }
