@@ -49,7 +49,7 @@ bool check_metadata_checksum(const std::string& step_dir, const std::string& mp,
           "checkpoint %s: %s must start with the 8 hex digits of metadata.json's CRC-32 (it is damaged)", mp.c_str(),
           cp.c_str());
     CHECK(line.compare(0, 8, want, 0, 8) == 0,
-          "checkpoint %s: metadata.json is damaged or was edited: its CRC-32 is %.8s, %s says %.8s (a file edited by "
+          "checkpoint %s is damaged or was edited: its CRC-32 is %.8s, %s says %.8s (a file edited by "
           "hand needs its checksum rewritten: docs/CHECKPOINTS.md)", mp.c_str(), want.c_str(), cp.c_str(), line.c_str());
     return true;
 }
