@@ -54,30 +54,29 @@ nlohmann::json to_json(const CheckpointPiece& p) {
                           {"offset", p.offset}, {"crc32", p.crc}};
 }
 
-CheckpointPiece piece_from_json(const nlohmann::json& j, const std::string& where) {
-    try {
-        CheckpointPiece p;
-        p.tensor = j.at("tensor").get<std::string>();
-        const std::string kind = j.at("kind").get<std::string>(), dt = j.at("dtype").get<std::string>();
-        bool known = false;
-        for (int k = 0; k < kPieceKinds; k++)
-            if (kind == piece_kind_name((PieceKind)k)) p.kind = (PieceKind)k, known = true;
-        CHECK(known, "kind \"%s\" is not param, master, m, v or state", kind.c_str());
-        CHECK(dt == "f32" || dt == "bf16" || dt == "f16", "dtype \"%s\" is not f32, bf16 or f16", dt.c_str());
-        p.dtype = dt == "f32" ? DType::f32 : dt == "bf16" ? DType::bf16 : DType::f16;
-        p.row0 = j.at("row0").get<int64_t>(), p.col0 = j.at("col0").get<int64_t>();
-        p.rows = j.at("rows").get<int64_t>(), p.cols = j.at("cols").get<int64_t>();
-        p.begin = j.at("begin").get<int64_t>(), p.count = j.at("count").get<int64_t>();
-        p.offset = j.at("offset").get<uint64_t>(), p.crc = j.at("crc32").get<uint32_t>();
-        CHECK(p.rows > 0 && p.cols > 0 && p.begin >= 0 && p.count >= 0 && p.begin + p.count <= p.rows * p.cols,
-              "the run [%ld, +%ld) does not fit its %ld x %ld block", (long)p.begin, (long)p.count, (long)p.rows,
-              (long)p.cols);
-        return p;
-    } catch (const nlohmann::json::exception& e) {
-        FAIL("%s: a piece is malformed: %s", where.c_str(), e.what());
-    } catch (const Error& e) {
-        FAIL("%s: piece of %s: %s", where.c_str(), j.value("tensor", std::string("?")).c_str(), e.what());
-    }
+CheckpointPiece piece_from_json(const JsonField& j) {
+    CheckpointPiece p;
+    p.tensor = j.at("tensor").string();
+    const JsonField kind = j.at("kind"), dtype = j.at("dtype");
+    const std::string k = kind.string(), dt = dtype.string();
+    bool known = false;
+    for (int i = 0; i < kPieceKinds; i++)
+        if (k == piece_kind_name((PieceKind)i)) p.kind = (PieceKind)i, known = true;
+    if (!known) kind.fail(strfmt("is \"%s\", not param, master, m, v or state", k.c_str()));
+    if (dt != "f32" && dt != "bf16" && dt != "f16") dtype.fail(strfmt("is \"%s\", not f32, bf16 or f16", dt.c_str()));
+    p.dtype = dt == "f32" ? DType::f32 : dt == "bf16" ? DType::bf16 : DType::f16;
+    // a block lies inside a tensor, whose sizes are below 2^31 (checkpoint_format.hpp): so every product of two
+    // of them, and the element arithmetic of checkpoint_load.cpp, stays far from 2^63
+    p.row0 = j.at("row0").integer(0, kCheckpointMaxDim), p.col0 = j.at("col0").integer(0, kCheckpointMaxDim);
+    p.rows = j.at("rows").integer(1, kCheckpointMaxDim), p.cols = j.at("cols").integer(1, kCheckpointMaxDim);
+    const int64_t block = p.rows * p.cols;
+    p.begin = j.at("begin").integer(0, block), p.count = j.at("count").integer(0, block);
+    if (p.begin + p.count > block)
+        j.fail(strfmt("(a piece of %s): the run [%ld, +%ld) does not fit its %ld x %ld block", p.tensor.c_str(),
+                      (long)p.begin, (long)p.count, (long)p.rows, (long)p.cols));
+    p.offset = j.at("offset").uinteger(UINT64_MAX);  // checked against its file by the reader (piece_fits)
+    p.crc = (uint32_t)j.at("crc32").uinteger(UINT32_MAX);
+    return p;
 }
 
 nlohmann::json to_json(const ShardIndex& s) {
@@ -87,19 +86,27 @@ nlohmann::json to_json(const ShardIndex& s) {
                           {"crc32", s.crc}, {"coords", s.coords}, {"pieces", pieces}};
 }
 
-ShardIndex shard_from_json(const nlohmann::json& j, const std::string& where) {
-    try {
-        ShardIndex s;
-        s.rank = j.at("rank").get<int>();
-        s.file = j.at("file").get<std::string>();
-        s.bytes = j.at("bytes").get<uint64_t>();
-        s.crc = j.at("crc32").get<uint32_t>();
-        s.coords = j.value("coords", nlohmann::json::object());
-        for (const nlohmann::json& p : j.at("pieces")) s.pieces.push_back(piece_from_json(p, where + " " + s.file));
-        return s;
-    } catch (const nlohmann::json::exception& e) {
-        FAIL("%s: a shard entry is malformed: %s", where.c_str(), e.what());
-    }
+ShardIndex shard_from_json(const JsonField& j) {
+    ShardIndex s;
+    s.rank = (int)j.at("rank").integer(0, INT32_MAX);
+    const JsonField file = j.at("file");
+    s.file = file.string();
+    // a name in the step folder: a path elsewhere ("../../x") would read a file the checkpoint does not own
+    if (s.file.empty() || s.file == "." || s.file == ".." || s.file.find('/') != std::string::npos)
+        file.fail(strfmt("is \"%s\", not the name of a file in the step folder", s.file.c_str()));
+    s.bytes = j.at("bytes").uinteger(INT64_MAX);
+    s.crc = (uint32_t)j.at("crc32").uinteger(UINT32_MAX);
+    if (j.has("coords")) j.at("coords").object();
+    s.coords = j.json().value("coords", nlohmann::json::object());
+    const JsonField pieces = j.at("pieces");
+    for (size_t i = 0, n = pieces.size(); i < n; i++) s.pieces.push_back(piece_from_json(pieces.at(i)));
+    return s;
+}
+
+bool piece_fits(const CheckpointPiece& p, uint64_t file_bytes) {
+    const uint64_t size = dtype_size(p.dtype);
+    // offset + count × size <= file_bytes, written so that neither the product nor the sum can wrap
+    return (uint64_t)p.count <= file_bytes / size && p.offset <= file_bytes - (uint64_t)p.count * size;
 }
 
 std::string step_dir_name(int64_t step) { return strfmt("step_%06ld", (long)step); }
@@ -128,6 +135,16 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     CHECK(synced, "checkpoint: fsync of %s failed: %s", tmp.c_str(), std::strerror(err));
     CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "checkpoint: renaming %s to %s failed: %s", tmp.c_str(),
           path.c_str(), std::strerror(errno));
+}
+
+std::string metadata_checksum_line(const std::string& bytes) {
+    return strfmt("%08x  metadata.json\n", crc32_update(0, bytes.data(), bytes.size()));
+}
+
+void write_metadata(const std::string& step_dir, const std::string& bytes) {
+    namespace fs = std::filesystem;
+    write_file_atomic((fs::path(step_dir) / "metadata.json").string(), bytes);
+    write_file_atomic((fs::path(step_dir) / kMetadataChecksumFile).string(), metadata_checksum_line(bytes));
 }
 
 void fsync_dir(const std::string& dir) {

@@ -5,6 +5,8 @@
 //   DIR/step_000005/metadata.json   model config, precision, layout, every tensor's global shape, every
 //                                   rank's pieces (which elements of which tensor, where in which file, CRC32),
 //                                   step, data position, RNG, LR schedule, optimizer scalars
+//   DIR/step_000005/metadata.json.crc32  "1a2b3c4d  metadata.json": the CRC-32 of metadata.json's bytes
+//                                   (version 2; a version-1 checkpoint has none, docs/CHECKPOINTS.md)
 //   DIR/step_000005/rank_00003.bin  rank 3's pieces, back to back: raw little-endian values, no header
 //   DIR/step_000005.tmp/            a save in progress (a crash leaves it; the next save removes it)
 //   DIR/step_000005.old/            the previous save of the same step while it is replaced (a resumed run
@@ -33,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core.hpp"
+#include "json_strict.hpp"
 
 namespace penta {
 
@@ -65,13 +68,31 @@ struct ShardIndex {
     std::vector<CheckpointPiece> pieces;
 };
 
+// Every size in the metadata is below 2^31 (a tensor's dimension, a block's rows or cols, a block's origin):
+// a model's dimensions are (model_config.cpp), and products of two such sizes cannot wrap an int64.
+constexpr int64_t kCheckpointMaxDim = INT32_MAX;
+
+// The JSON of a piece and of a shard entry. The readers check every field's type and range (a bad one throws
+// naming the file and the key, json_strict.hpp) and that a piece's run fits its block; whether a piece lies
+// inside its file is piece_fits, checked by the reader once it knows the file's size.
 nlohmann::json to_json(const CheckpointPiece& p);
-CheckpointPiece piece_from_json(const nlohmann::json& j, const std::string& where);
+CheckpointPiece piece_from_json(const JsonField& j);
 nlohmann::json to_json(const ShardIndex& s);
-ShardIndex shard_from_json(const nlohmann::json& j, const std::string& where);
+ShardIndex shard_from_json(const JsonField& j);
+// bytes [offset, offset + nbytes) inside a file of file_bytes, computed without a wrap (an offset of 2^64 - 8
+// plus 16 bytes is past the end, not at byte 8)
+bool piece_fits(const CheckpointPiece& p, uint64_t file_bytes);
 
 constexpr const char* kCheckpointFormat = "pentatron-checkpoint";
-constexpr int kCheckpointVersion = 1;
+// 2: metadata.json has its checksum beside it (metadata.json.crc32). The reader accepts 1 and 2.
+constexpr int kCheckpointVersion = 2;
+constexpr const char* kMetadataChecksumFile = "metadata.json.crc32";
+
+// Writes step_dir/metadata.json (bytes) and its checksum file, each atomically (write_file_atomic); the saver
+// does it inside the .tmp folder, so both appear with the folder's rename.
+void write_metadata(const std::string& step_dir, const std::string& bytes);
+// The checksum file's text for those bytes: "1a2b3c4d  metadata.json\n" (8 hex digits, as crc32(1) prints them)
+std::string metadata_checksum_line(const std::string& bytes);
 
 std::string step_dir_name(int64_t step);  // "step_000005"
 std::string rank_file_name(int rank);     // "rank_00003.bin"

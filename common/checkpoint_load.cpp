@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cfloat>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 namespace penta {
 
@@ -27,40 +29,136 @@ struct CheckpointReader::Shard {
     }
 };
 
+namespace {
+
+std::string read_whole(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(!in.bad(), "checkpoint: reading %s failed: %s", path.c_str(), std::strerror(errno));
+    return bytes;
+}
+
+// metadata.json's bytes against metadata.json.crc32 (checkpoint_format.hpp); a checkpoint without the file
+// passes here, and the caller accepts that only of a version-1 checkpoint (written before there was one)
+bool check_metadata_checksum(const std::string& step_dir, const std::string& mp, const std::string& bytes) {
+    const std::string cp = (fs::path(step_dir) / kMetadataChecksumFile).string();
+    std::error_code ec;
+    if (!fs::exists(cp, ec)) return false;
+    const std::string line = read_whole(cp), want = metadata_checksum_line(bytes);
+    CHECK(line.size() >= 8 && line.find_first_not_of("0123456789abcdef") >= 8,
+          "checkpoint %s: %s must start with the 8 hex digits of metadata.json's CRC-32 (it is damaged)", mp.c_str(),
+          cp.c_str());
+    CHECK(line.compare(0, 8, want, 0, 8) == 0,
+          "checkpoint %s is damaged or was edited: its CRC-32 is %.8s, %s says %.8s (a file edited by "
+          "hand needs its checksum rewritten: docs/CHECKPOINTS.md)", mp.c_str(), want.c_str(), cp.c_str(), line.c_str());
+    return true;
+}
+
+// Every field of metadata.json that any reader uses (this file, check_compatible, load_checkpoint, the resume
+// report of train_loop.cpp), checked for its type and range once, here: a later .at() or get<> cannot throw a
+// bare json error, nor a wrapped integer reach an index. Throws naming the file and the key.
+void check_metadata(const JsonField& root) {
+    root.at("step").integer(0, INT64_MAX);
+    const JsonField model = root.at("model");
+    model.at("name").string();
+    for (const char* key : {"vocab", "hidden", "n_layers", "n_heads", "n_kv_heads", "ffn", "head_dim", "n_experts"})
+        model.at(key).integer(0, kCheckpointMaxDim);
+    model.at("tied_embeddings").boolean();
+    root.at("precision").at("policy").string();
+    const JsonField layout = root.at("layout");
+    for (const char* key : {"world", "dp", "pp", "cp", "tp", "ep"}) layout.at(key).integer(1, INT32_MAX);
+    const JsonField data = root.at("data");
+    data.at("data").string();
+    const int64_t global_batch = data.at("global_batch").integer(1, INT64_MAX);
+    data.at("seq").integer(1, kCheckpointMaxDim);
+    // the data position: sample g of step s is s·G + g, so the samples seen are step × G, and a product that
+    // wraps (a huge step) is no position at all
+    const int64_t step = root.at("step").integer(0, INT64_MAX), seen = data.at("samples_seen").integer(0, INT64_MAX);
+    int64_t product = 0;
+    const bool wraps = __builtin_mul_overflow(step, global_batch, &product);
+    if (wraps || product != seen)
+        data.at("samples_seen").fail(strfmt("is %ld, but step %ld × global_batch %ld is %s: the data position and "
+                                            "the step disagree", (long)seen, (long)step, (long)global_batch,
+                                            wraps ? "past 2^63" : std::to_string(product).c_str()));
+    root.at("rng").at("seed").integer(INT64_MIN, INT64_MAX);
+    root.at("lr_schedule").at("total").integer(0, INT64_MAX);
+    root.at("optimizer").at("step_count").integer(0, INT32_MAX);
+    if (root.has("loss_scaler") && !root.at("loss_scaler").json().is_null()) {
+        const JsonField ls = root.at("loss_scaler");
+        const double scale = ls.at("scale").number();
+        if (!(scale > 0 && scale <= FLT_MAX)) ls.at("scale").fail(strfmt("is %g, not a float > 0", scale));
+        ls.at("clean_steps").integer(0, INT64_MAX);
+        ls.at("skipped").integer(0, INT64_MAX);
+    }
+    // every tensor's global shape: 1 to 8 sizes in [1, 2^31)
+    const JsonField tensors = root.at("tensors");
+    tensors.object();
+    for (auto it = tensors.json().begin(); it != tensors.json().end(); ++it) {
+        const JsonField shape = tensors.at(it.key());
+        const size_t n = shape.size(8);
+        if (n == 0) shape.fail("must list 1 to 8 sizes, is empty");
+        for (size_t d = 0; d < n; d++) shape.at(d).integer(1, kCheckpointMaxDim);
+    }
+    // one shard per rank of the saving job, in rank order (commit_checkpoint writes them so)
+    const JsonField shards = root.at("shards");
+    const int64_t world = layout.at("world").integer(1, INT32_MAX);
+    if ((int64_t)shards.size() != world)
+        shards.fail(strfmt("lists %zu shards, but layout.world is %ld (one a rank)", shards.size(), (long)world));
+    for (size_t i = 0; i < shards.size(); i++)
+        if (shards.at(i).at("rank").integer(0, INT32_MAX) != (int64_t)i)
+            shards.at(i).at("rank").fail(strfmt("must be %zu (the shards are listed in rank order)", i));
+}
+
+}  // namespace
+
 CheckpointReader::CheckpointReader(const std::string& step_dir) : dir_(step_dir) {
     const std::string mp = (fs::path(step_dir) / "metadata.json").string();
-    std::ifstream in(mp);
-    CHECK(in, "checkpoint %s: metadata.json is missing (a save that never finished has no metadata)", step_dir.c_str());
-    meta_ = nlohmann::json::parse(in, nullptr, false);
-    CHECK(!meta_.is_discarded() && meta_.is_object(), "checkpoint %s is not valid JSON", mp.c_str());
-    CHECK(meta_.value("format", std::string()) == kCheckpointFormat && meta_.value("version", 0) == kCheckpointVersion,
-          "checkpoint %s: format \"%s\" version %d, expected \"%s\" version %d", mp.c_str(),
-          meta_.value("format", std::string("?")).c_str(), meta_.value("version", 0), kCheckpointFormat,
-          kCheckpointVersion);
-    try {
-        step_ = meta_.at("step").get<int64_t>();
-        for (const nlohmann::json& j : meta_.at("shards")) {
-            auto s = std::make_unique<Shard>();
-            s->index = shard_from_json(j, mp);
-            s->path = (fs::path(step_dir) / s->index.file).string();
-            s->checked.assign(s->index.pieces.size(), false);
-            struct stat st;
-            CHECK(::stat(s->path.c_str(), &st) == 0, "checkpoint %s: shard file %s (rank %d) is missing: %s",
-                  step_dir.c_str(), s->path.c_str(), s->index.rank, std::strerror(errno));
-            CHECK((uint64_t)st.st_size == s->index.bytes,
-                  "checkpoint %s: shard file %s is %lld bytes, metadata.json says %llu: %s", step_dir.c_str(),
-                  s->path.c_str(), (long long)st.st_size, (unsigned long long)s->index.bytes,
-                  (uint64_t)st.st_size < s->index.bytes ? "truncated" : "it has bytes no piece accounts for");
-            for (size_t p = 0; p < s->index.pieces.size(); p++) {
-                const CheckpointPiece& pc = s->index.pieces[p];
-                CHECK(pc.offset + pc.nbytes() <= s->index.bytes, "checkpoint %s: piece %s of %s lies past the end of %s",
-                      mp.c_str(), piece_kind_name(pc.kind), pc.tensor.c_str(), s->index.file.c_str());
-                index_[pc.tensor][(int)pc.kind].push_back({shards_.size(), p});
-            }
-            shards_.push_back(std::move(s));
+    std::error_code ec;
+    CHECK(fs::is_regular_file(mp, ec), "checkpoint %s: metadata.json is missing (a save that never finished has no "
+          "metadata)", step_dir.c_str());
+    const std::string bytes = read_whole(mp);
+    const bool checksummed = check_metadata_checksum(step_dir, mp, bytes);
+    meta_ = parse_json_bounded(bytes.data(), bytes.data() + bytes.size(), mp);
+    const JsonField root(meta_, mp);
+    root.object();
+    const JsonField format = root.at("format");
+    if (format.string() != kCheckpointFormat)
+        format.fail(strfmt("is \"%s\", expected \"%s\" (not a pentatron checkpoint)", format.string().c_str(),
+                           kCheckpointFormat));
+    version_ = (int)root.at("version").integer(1, kCheckpointVersion);
+    // version 2 writes the checksum file: without it the folder lost a file (or metadata.json was replaced)
+    CHECK(checksummed || version_ == 1, "checkpoint %s: %s is missing; every version-%d checkpoint has one (a copy "
+          "that left it out? docs/CHECKPOINTS.md says how to rewrite it)", mp.c_str(), kMetadataChecksumFile, version_);
+    check_metadata(root);
+    step_ = meta_.at("step").get<int64_t>();
+    const nlohmann::json& tensors = meta_.at("tensors");
+    const JsonField shards = root.at("shards");
+    for (size_t i = 0; i < shards.size(); i++) {
+        auto s = std::make_unique<Shard>();
+        s->index = shard_from_json(shards.at(i));
+        s->path = (fs::path(step_dir) / s->index.file).string();
+        s->checked.assign(s->index.pieces.size(), false);
+        struct stat st;
+        CHECK(::stat(s->path.c_str(), &st) == 0, "checkpoint %s: shard file %s (rank %d) is missing: %s",
+              step_dir.c_str(), s->path.c_str(), s->index.rank, std::strerror(errno));
+        CHECK(S_ISREG(st.st_mode), "checkpoint %s: shard file %s (rank %d) is not a regular file", step_dir.c_str(),
+              s->path.c_str(), s->index.rank);
+        CHECK((uint64_t)st.st_size == s->index.bytes,
+              "checkpoint %s: shard file %s is %lld bytes, metadata.json says %llu: %s", step_dir.c_str(),
+              s->path.c_str(), (long long)st.st_size, (unsigned long long)s->index.bytes,
+              (uint64_t)st.st_size < s->index.bytes ? "truncated" : "it has bytes no piece accounts for");
+        for (size_t p = 0; p < s->index.pieces.size(); p++) {
+            const CheckpointPiece& pc = s->index.pieces[p];
+            const JsonField where = shards.at(i).at("pieces").at(p);
+            if (!tensors.contains(pc.tensor))
+                where.at("tensor").fail(strfmt("is %s, which \"tensors\" does not list", pc.tensor.c_str()));
+            if (!piece_fits(pc, s->index.bytes))
+                where.at("offset").fail(strfmt("is %llu: the %ld %s values from there run past the end of %s (%llu bytes)",
+                                               (unsigned long long)pc.offset, (long)pc.count, dtype_name(pc.dtype),
+                                               s->index.file.c_str(), (unsigned long long)s->index.bytes));
+            index_[pc.tensor][(int)pc.kind].push_back({shards_.size(), p});
         }
-    } catch (const nlohmann::json::exception& e) {
-        FAIL("checkpoint %s: %s", mp.c_str(), e.what());
+        shards_.push_back(std::move(s));
     }
 }
 
@@ -207,9 +305,14 @@ int64_t load_checkpoint(const std::string& step_dir, Model& model, AdamW& optim,
     }
     // fp16's loss scaler where both runs have one; a checkpoint without one (another precision) leaves it fresh
     const nlohmann::json& ls = ck.metadata().value("loss_scaler", nlohmann::json());
-    if (extras.scaler && ls.is_object())
-        extras.scaler->restore(ls.at("scale").get<float>(), ls.at("clean_steps").get<int64_t>(),
-                               ls.at("skipped").get<int64_t>());
+    if (extras.scaler && ls.is_object()) {
+        try {  // its counts against this run's growth interval: the scaler's own rule, named with the file here
+            extras.scaler->restore(ls.at("scale").get<float>(), ls.at("clean_steps").get<int64_t>(),
+                                   ls.at("skipped").get<int64_t>());
+        } catch (const Error& e) {
+            FAIL("--resume %s: metadata.json's \"loss_scaler\" cannot be restored: %s", step_dir.c_str(), e.what());
+        }
+    }
     return ck.step();
 }
 

@@ -40,6 +40,7 @@ class CheckpointReader {
 
     const nlohmann::json& metadata() const { return meta_; }
     int64_t step() const { return step_; }
+    int version() const { return version_; }  // 1: written before metadata.json had a checksum
     bool has_kind(PieceKind k) const;
     // throws when the checkpoint is of another model or another data stream than ctx describes
     void check_compatible(const CheckpointContext& ctx) const;
@@ -53,6 +54,7 @@ class CheckpointReader {
     std::string dir_;
     nlohmann::json meta_;
     int64_t step_ = 0;
+    int version_ = 0;
     std::vector<std::unique_ptr<Shard>> shards_;
     // tensor name -> kind -> (shard, piece) of every piece of it
     std::map<std::string, std::vector<std::pair<size_t, size_t>>[kPieceKinds]> index_;

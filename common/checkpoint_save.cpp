@@ -264,7 +264,7 @@ SavedCheckpoint commit_checkpoint(const std::string& save_dir, int64_t step, con
         CHECK(!j.is_discarded(), "checkpoint: %s is not valid JSON", ip.string().c_str());
         for (auto it = j["tensors"].begin(); it != j["tensors"].end(); ++it) meta["tensors"][it.key()] = it.value();
         j.erase("tensors");
-        const ShardIndex s = shard_from_json(j, ip.string());
+        const ShardIndex s = shard_from_json(JsonField(j, ip.string()));
         out.bytes += s.bytes;
         for (const CheckpointPiece& p : s.pieces) out.kind_bytes[(int)p.kind] += p.nbytes();
         meta["shards"].push_back(j);
@@ -272,7 +272,7 @@ SavedCheckpoint commit_checkpoint(const std::string& save_dir, int64_t step, con
     out.bytes_per_param = (double)out.bytes / (double)std::max<int64_t>(full_params, 1);
     meta["bytes"] = out.bytes;
     meta["bytes_per_param"] = out.bytes_per_param;
-    write_file_atomic((tmp / "metadata.json").string(), meta.dump(1));
+    write_metadata(tmp.string(), meta.dump(1));  // and its checksum beside it
     for (int r = 0; r < ranks; r++) fs::remove(tmp / shard_index_name(r));  // merged into metadata.json
     fsync_dir(tmp.string());
     // the same step saved again (a resumed run): the old one is renamed aside, not removed, so a crash between

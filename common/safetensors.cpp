@@ -12,6 +12,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "json_strict.hpp"
+
 namespace penta {
 
 int64_t SafeTensor::numel() const {
@@ -75,12 +77,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         if (n > kMaxHeaderBytes) FAIL("%s: header length %llu is over the format's 100 MiB limit", p, (unsigned long long)n);
         data_ = map_ + 8 + n;
         const uint64_t data_bytes = size_ - 8 - n;
-        nlohmann::json h;
-        try {
-            h = nlohmann::json::parse(map_ + 8, map_ + 8 + n);
-        } catch (const std::exception& e) {
-            FAIL("%s: the header is not valid JSON: %s", p, e.what());
-        }
+        // bounded nesting: a shape of a million nested lists parses, but its dump() in a message would overflow
+        // the stack (json_strict.hpp)
+        const nlohmann::json h = parse_json_bounded((const char*)map_ + 8, (const char*)map_ + 8 + n,
+                                                    path_ + ": the header");
         if (!h.is_object()) FAIL("%s: the header must be a JSON object", p);
         for (auto it = h.begin(); it != h.end(); ++it) {
             const std::string& name = it.key();

@@ -84,6 +84,9 @@ LlamaConfig resolve_model(const TrainConfig& cfg, int zero) {
               std::strerror(err ? err : errno));
         std::remove(probe.c_str());
     }
+    // --resume's metadata.json (its checksum, every field, the shard files' sizes): a damaged or crafted one is
+    // refused before the model is built; the pieces' bytes are read (and CRC-checked) by the resume itself
+    if (!cfg.resume.empty()) CheckpointReader(resolve_resume_dir(cfg.resume, cfg.save));
     if (!cfg.export_hf.empty()) {
         check_hf_exportable(mc);  // a MoE preset Mixtral cannot hold is refused before training, not after
         std::error_code ec;
@@ -255,6 +258,8 @@ int64_t resume_from_checkpoint(TrainLoop& L, const CheckpointContext& ctx, const
             notes += strfmt("; loss scale %g (steps skipped so far: %ld)", extras.scaler->scale(),
                             (long)extras.scaler->skipped());
         if (!extras.state.empty()) notes += strfmt("; %zu state tensors of the hooks", extras.state.size());
+        if (meta.version() == 1)  // written before metadata.json had its checksum (docs/CHECKPOINTS.md)
+            notes += "; note: a version-1 checkpoint, whose metadata.json has no checksum (its fields are checked)";
         if (cfg.steps > 0 && j["lr_schedule"]["total"].get<int64_t>() != ctx.lr.total)
             notes += strfmt("; note: it was saved by a run of --steps %ld, this one's LR schedule ends at %ld",
                             (long)j["lr_schedule"]["total"].get<int64_t>(), (long)ctx.lr.total);

@@ -17,7 +17,12 @@ token count, zeros), then the tokens: version 1 uint16 when the vocabulary fits 
       /usr/share/common-licenses/GPL-3
   build/bin/01_single_gpu --model cfg.json --data 'llmc:data/text_train_*.bin' --val-data llmc:data/text_val_000000.bin
 
-Needs the tokenizers package (scripts/install_hf_python.sh). Tested by tests/01_single_gpu/real_text_test.sh.
+Each file is read as written: its bytes decoded as UTF-8, line ends (CRLF, lone CR) kept, so the shards hold
+the tokenizer's ids of the file itself (a text-mode read would turn CRLF into LF: other ids). A file that is
+empty, not UTF-8 (Latin-1, say) or unreadable is refused, naming it, before anything is written.
+
+Needs the tokenizers package, not PyTorch: `bash scripts/install_hf_python.sh --tokenizers-only`.
+Tested by tests/01_single_gpu/real_text_test.sh and prepare_data_test.sh (line ends, bad encodings, refusals).
 """
 import argparse
 import array
@@ -25,10 +30,39 @@ import os
 import struct
 import sys
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
 MAGIC = 20240520
 HEADER_INTS = 256
+
+
+def refuse(message):
+    sys.exit(f"prepare_data: {message}")
+
+
+def import_tokenizers():
+    try:
+        import tokenizers
+    except ImportError as e:
+        refuse(f"needs the Python package tokenizers (Hugging Face's), which {sys.executable} cannot import ({e}). "
+               "Install it alone (PyTorch is not needed) with `bash scripts/install_hf_python.sh --tokenizers-only`, "
+               f"or `{sys.executable} -m pip install tokenizers`")
+    return tokenizers
+
+
+def read_text(path):
+    """The file's text as written: UTF-8 bytes decoded, line ends kept. Refuses naming the file."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as e:
+        refuse(f"cannot read {path}: {e.strerror}")
+    if not data:
+        refuse(f"{path} is empty: every file is one document, and an empty one has no text to train on")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        refuse(f"{path} is not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} (line {line}) {e.reason}. "
+               "Convert it first, e.g. from Latin-1: iconv -f latin1 -t utf-8 FILE > FILE.utf8")
 
 
 def write_shard(path, ids, vocab):
@@ -42,7 +76,9 @@ def write_shard(path, ids, vocab):
         f.write(a.tobytes())
 
 
-def train_tokenizer(files, vocab_size, path, eos):
+def train_tokenizer(tk, files, vocab_size, path, eos):
+    Tokenizer, decoders, models, pre_tokenizers, trainers = (tk.Tokenizer, tk.decoders, tk.models, tk.pre_tokenizers,
+                                                             tk.trainers)
     # byte-level BPE as GPT-2 and SmolLM build theirs: every byte a symbol, GPT-2's pre-tokenizer regex
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -69,18 +105,24 @@ def main():
     a = p.parse_args()
     if not 0 < a.val_fraction < 1:
         p.error(f"--val-fraction {a.val_fraction} must be in (0, 1)")
+    if a.shard_tokens < 1:
+        p.error(f"--shard-tokens {a.shard_tokens} must be >= 1")
+    texts = [read_text(f) for f in a.files]  # every file checked before anything is written
+    tk = import_tokenizers()
     if a.train_tokenizer:
-        train_tokenizer(a.files, a.train_tokenizer, a.tokenizer, a.eos)
-    tok = Tokenizer.from_file(a.tokenizer)
+        train_tokenizer(tk, a.files, a.train_tokenizer, a.tokenizer, a.eos)
+    try:
+        tok = tk.Tokenizer.from_file(a.tokenizer)
+    except Exception as e:  # the library raises a bare Exception for a missing or malformed file
+        refuse(f"cannot load the tokenizer {a.tokenizer}: {e}")
     vocab = tok.get_vocab_size()
     eos = tok.token_to_id(a.eos)
     if eos is None:
         p.error(f"the tokenizer {a.tokenizer} has no token {a.eos!r} to separate documents (--eos)")
     ids = []
-    for f in a.files:
-        with open(f, encoding="utf-8") as fh:
-            ids.append(eos)  # every document starts after an end of text, as llm.c's shards do
-            ids.extend(tok.encode(fh.read()).ids)
+    for text in texts:
+        ids.append(eos)  # every document starts after an end of text, as llm.c's shards do
+        ids.extend(tok.encode(text).ids)
     n_val = max(1, int(len(ids) * a.val_fraction))
     os.makedirs(a.out, exist_ok=True)
     val_path = os.path.join(a.out, f"{a.name}_val_000000.bin")

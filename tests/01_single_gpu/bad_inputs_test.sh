@@ -9,7 +9,10 @@
 # (memory_bound.cpp), bad models and data files: missing, a directory, not JSON, a bad llm.c header, token ids
 # beyond the vocabulary, NaN weights, a sliding window shorter than the run's sequences; --save's folder. Control
 # runs: configs transformers reads as the same model (no max_position_embeddings, hidden_act swish, a sliding
-# window as long as the sequences) train one step. Chapter 02's
+# window as long as the sequences) train one step. A second table (5 s a row) resumes from crafted checkpoints
+# (an offset that wraps, a type error, a negative step, a damaged or missing checksum: each named with
+# metadata.json and the key; test_file_fuzz.cpp holds the full set) and loads crafted safetensors headers; a
+# third runs tools/prepare_data.py on files it must refuse. Chapter 02's
 # and later chapters' tables hold the multi-rank rows. Prints "N passed, N failed, N skipped"; `make test
 # CH=01` runs it.
 #   bash tests/01_single_gpu/bad_inputs_test.sh        (BIN: the programs' folder, default build/bin)
@@ -175,4 +178,113 @@ for m in nomaxpos swish window; do
     expect_ok "--model $m.json: read as transformers reads it, one step" 30 "step 1/1" \
         "$BIN/01_single_gpu" --model "$TMP/$m.json" --seq 8 --steps 1 --eval-every 0
 done
+
+# crafted checkpoints (issue 30): one real checkpoint of tiny after 1 step, then copies of it with one field
+# of metadata.json changed and its checksum rewritten (zlib's CRC-32 is the loader's: the copy that changes
+# nothing must load), or the checksum left stale or removed
+head -c 4096 /dev/zero >"$TMP/zeros.bin"
+ck=(--model tiny --data "raw:$TMP/zeros.bin" --seq 16 --micro-batch 2 --eval-every 0)
+"$BIN/01_single_gpu" "${ck[@]}" --steps 1 --save "$TMP/ck" >"$TMP/ck.log" 2>&1 ||
+    { echo "bad_inputs_test: the run that saves the checkpoint to craft failed:"; tail -5 "$TMP/ck.log"; }
+python3 - "$TMP" <<'PY'
+import json, os, shutil, struct, sys, zlib
+d = sys.argv[1]
+src = f"{d}/ck/step_000001"
+meta = json.load(open(f"{src}/metadata.json"))
+def craft(name, edit=None, text=None, checksum=True):
+    out = f"{d}/ck_{name}"
+    shutil.copytree(src, out)
+    m = json.loads(json.dumps(meta))
+    if edit: edit(m)
+    body = (text if text is not None else json.dumps(m, indent=1)).encode()
+    open(f"{out}/metadata.json", "wb").write(body)
+    if checksum is True: open(f"{out}/metadata.json.crc32", "w").write("%08x  metadata.json\n" % zlib.crc32(body))
+    elif checksum is None: os.remove(f"{out}/metadata.json.crc32")
+def piece(key, value):
+    def edit(m): m["shards"][0]["pieces"][0][key] = value
+    return edit
+def top(path, value):
+    def edit(m):
+        o = m
+        for k in path[:-1]: o = o[k]
+        o[path[-1]] = value
+    return edit
+craft("same")
+craft("offset", piece("offset", 2**64 - 8))
+craft("offset_str", piece("offset", "0"))
+craft("count", piece("count", 2**62))
+craft("rows", piece("rows", 2**31))
+craft("kind", piece("kind", 3))
+craft("file", top(["shards", 0, "file"], "../../etc/passwd"))
+craft("step", top(["step"], -12))
+craft("seen", top(["step"], 2))
+craft("version", top(["version"], "2"))
+craft("hidden", top(["model", "hidden"], "32"))
+craft("deep", top(["shards", 0, "coords"], json.loads("[" * 100 + "]" * 100)))
+craft("stale", top(["step"], 0), checksum=False)
+craft("nosum", checksum=None)
+craft("notjson", text='{"format": ')
+# safetensors headers in Hugging Face folders (config.json of tiny's shape; only the header matters)
+cfg = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+       "intermediate_size": 64, "vocab_size": 64, "max_position_embeddings": 64}
+def st(name, header, data=16, length=None):
+    os.makedirs(f"{d}/st_{name}", exist_ok=True)
+    json.dump(cfg, open(f"{d}/st_{name}/config.json", "w"))
+    h = header if isinstance(header, str) else json.dumps(header)
+    n = len(h.encode()) if length is None else length
+    open(f"{d}/st_{name}/model.safetensors", "wb").write(struct.pack("<Q", n) + h.encode() + b"\0" * data)
+def t(dtype="F32", shape=(2, 2), offsets=(0, 16)):
+    return {"dtype": dtype, "shape": list(shape), "data_offsets": list(offsets)}
+st("length", {"a": t()}, length=2**64 - 8)
+st("overflow", {"a": t(shape=(2**32, 2**32, 2**32))})
+st("past", {"a": t(offsets=(0, 2**64 - 1))})
+st("order", {"a": t(offsets=(16, 0))})
+st("overlap", {"a": t(offsets=(0, 16)), "b": t(offsets=(8, 24))}, data=24)
+st("dtype", {"a": t(dtype="F33")})
+st("deep", '{"a": {"dtype": "F32", "shape": ' + "[" * 100000 + "]" * 100000 + ', "data_offsets": [0, 16]}}')
+PY
+
+EXPECT_JOBS=2 expect_table 5 "$BIN/01_single_gpu" "${ck[@]}" --steps 3 <<'EOF'
+# the control: a copy whose metadata.json is rewritten unchanged loads (and trains), see expect_ok below
+--resume $TMP/ck_offset      | $TMP/ck_offset/metadata.json: "shards[0].pieces[0].offset" is 18446744073709551608: the 
+--resume $TMP/ck_offset_str  | $TMP/ck_offset_str/metadata.json: "shards[0].pieces[0].offset" must be an integer in [0, 18446744073709551615], is the string "0"
+--resume $TMP/ck_count       | $TMP/ck_count/metadata.json: "shards[0].pieces[0].count" must be an integer in [0,
+--resume $TMP/ck_rows        | $TMP/ck_rows/metadata.json: "shards[0].pieces[0].rows" must be an integer in [1, 2147483647]
+--resume $TMP/ck_kind        | $TMP/ck_kind/metadata.json: "shards[0].pieces[0].kind" must be a string, is the integer 3
+--resume $TMP/ck_file        | $TMP/ck_file/metadata.json: "shards[0].file" is "../../etc/passwd", not the name of a file in the step folder
+--resume $TMP/ck_step        | $TMP/ck_step/metadata.json: "step" must be an integer in [0, 9223372036854775807], is the integer -12
+--resume $TMP/ck_seen        | $TMP/ck_seen/metadata.json: "data.samples_seen" is 2, but step 2 × global_batch 2 is 4
+--resume $TMP/ck_version     | $TMP/ck_version/metadata.json: "version" must be an integer in [1, 2], is the string "2"
+--resume $TMP/ck_hidden      | $TMP/ck_hidden/metadata.json: "model.hidden" must be an integer in [0, 2147483647], is the string "32"
+--resume $TMP/ck_deep        | $TMP/ck_deep/metadata.json is nested deeper than 32 levels
+--resume $TMP/ck_stale       | $TMP/ck_stale/metadata.json is damaged or was edited: its CRC-32 is
+--resume $TMP/ck_nosum       | $TMP/ck_nosum/metadata.json: metadata.json.crc32 is missing
+--resume $TMP/ck_notjson     | $TMP/ck_notjson/metadata.json is not valid JSON
+--model $TMP/st_length       | st_length/model.safetensors: the header length 18446744073709551608 runs past the end of the file
+--model $TMP/st_overflow     | st_overflow/model.safetensors: tensor 'a': shape [4294967296,4294967296,4294967296] overflows a 64-bit byte count
+--model $TMP/st_past         | st_past/model.safetensors: tensor 'a': data_offsets [0, 18446744073709551615] run past the 16 bytes of data
+--model $TMP/st_order        | st_order/model.safetensors: tensor 'a': data_offsets [16, 0] end before they begin
+--model $TMP/st_overlap      | st_overlap/model.safetensors: tensors 'a' and 'b' overlap
+--model $TMP/st_dtype        | st_dtype/model.safetensors: tensor 'a': dtype "F33" is not a safetensors dtype
+--model $TMP/st_deep         | st_deep/model.safetensors: the header is nested deeper than 32 levels
+EOF
+expect_ok "a crafted copy that changes nothing resumes (the rows above fail for their field, not the copy)" 60 \
+    "resumed from $TMP/ck_same: step 1" "$BIN/01_single_gpu" "${ck[@]}" --steps 2 --resume "$TMP/ck_same"
+
+# tools/prepare_data.py refuses a file it cannot read as written, naming it, before it writes anything (it checks
+# the files before it needs the tokenizers package, so these rows run without it)
+printf 'caf\xe9 au lait\n' >"$TMP/latin1.txt"
+printf 'ok \xe2\x82' >"$TMP/cut.txt"
+: >"$TMP/empty.txt"
+printf 'fine\n' >"$TMP/fine.txt"
+expect_table 5 /usr/bin/python3 "$(dirname "$0")/../../tools/prepare_data.py" --tokenizer "$TMP/none.json" --out "$TMP/pd" <<'EOF'
+$TMP/latin1.txt              | prepare_data: $TMP/latin1.txt is not UTF-8 text: byte 0xe9 at offset 3 (line 1) && iconv -f latin1
+$TMP/fine.txt $TMP/cut.txt   | prepare_data: $TMP/cut.txt is not UTF-8 text: byte 0xe2 at offset 3 (line 1) unexpected end of data
+$TMP/fine.txt $TMP/empty.txt | prepare_data: $TMP/empty.txt is empty
+$TMP/nosuch.txt              | prepare_data: cannot read $TMP/nosuch.txt: No such file or directory
+$TMP/dir.json                | prepare_data: cannot read $TMP/dir.json: Is a directory
+EOF
+why=""
+[ -e "$TMP/pd" ] && why="$TMP/pd exists: a refused run wrote something"
+expect_verdict "prepare_data.py: the refused runs wrote nothing" "$why" "$(ls "$TMP/pd" 2>&1 | head -3)" ""
 expect_summary

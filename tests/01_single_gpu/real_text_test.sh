@@ -29,7 +29,7 @@ d, files = sys.argv[1], sys.argv[2:]
 tok = Tokenizer.from_file(f"{d}/tokenizer.json")
 want = []
 for f in files:
-    want += [tok.token_to_id("<|endoftext|>")] + tok.encode(open(f, encoding="utf-8").read()).ids
+    want += [tok.token_to_id("<|endoftext|>")] + tok.encode(open(f, "rb").read().decode("utf-8")).ids  # the bytes as written
 got = []
 for path in [f"{d}/data/text_val_000000.bin"] + sorted(glob.glob(f"{d}/data/text_train_*.bin")):
     raw = open(path, "rb").read()
