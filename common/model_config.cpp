@@ -248,7 +248,7 @@ LlamaConfig load_hf_config(const std::string& path) {
     if (has("head_dim")) c.head_size = integer("head_dim");  // equal to hidden / heads in most Llamas
     if (type != "llama") read_hf_moe_config(j, path, type, c);
     read_rope_scaling(j, path, c);
-    read_sliding_window(j, path, c);
+    if (type != "llama") read_sliding_window(j, path, c);  // transformers' Llama ignores the key: so do we
     refuse_unimplemented(j, path);
     try {
         c.validate();

@@ -29,6 +29,7 @@ EXPECT_JOBS=2 expect_table 10 $MPIRUN -np 2 "$BIN/08_expert_parallel" <<'EOF'
 --dp 1 --cp 2 --ep 1               | --pp 1 --cp 2: this program combines --ep with --dp, --tp (--sp) and ZeRO
 --zero 4                           | --zero 4 must be 1, 2 or 3
 --model $TMP/window.json           | $TMP/window.json: sliding_window 16 < --seq 32: each token would attend to the last 16 tokens only
+--model $TMP/window.json --seq 16 --steps 0 --generate hello --max-new 20 | $TMP/window.json: sliding_window 16 < the 25 tokens --generate's prompt (5) and --max-new 20 make
 --model $TMP/qwen.json             | model_type "qwen2_moe" does not fit this MoE layer: its attention has q/k/v biases
 --dump-reference $TMP/dump         | --dump-reference: the dump is of the whole model on one rank
 --moe-balance bias --export-hf $TMP/x | would have a per-expert routing bias (--moe-balance bias) added to the router's scores when it picks the experts, which transformers' MixtralForCausalLM has no place

@@ -139,6 +139,12 @@ TEST_CASE("a Mixtral config.json is read, its sliding window kept; qwen2_moe and
     p = write_config(R"({"model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2,
         "sliding_window": 4096, )" + base + "}");
     CHECK(load_hf_config(p).sliding_window == 4096);  // the run's sequences are held to it (resolve_model)
+    for (const char* bad : {"0", "8.5"}) {
+        p = write_config(std::string(R"({"model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2,
+            "sliding_window": )") + bad + ", " + base + "}");
+        CHECK(contains(error_of([&] { load_hf_config(p); }),
+                       std::string("sliding_window = ") + bad + " must be a number of tokens >= 1 or null"));
+    }
     p = write_config(R"({"model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2,
         "router_jitter_noise": 0.1, )" + base + "}");
     CHECK(contains(error_of([&] { load_hf_config(p); }), "router_jitter_noise"));
