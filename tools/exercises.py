@@ -494,30 +494,94 @@ def grade(ch, dest, timeout=300, as_json=False, quiet=False):
 
 # ---- check: markers, catalogue, and the mutation catalogue still applying --------------------------------
 
-def mutant_edits(root):
-    """[(where, file, text)] of every '-' text of tests/mutants/NN_*.txt (the format of run_mutants.sh)"""
+def mutant_variants(root):
+    """the variants of tests/mutants/NN_*.txt (the format of run_mutants.sh, README there): [dict(id, where,
+    exercise ("" or the 'exercise: NN.k' whose region the variant edits), edits [(where, file, old, new)])]"""
     out = []
     folder = os.path.join(root, "tests", "mutants")
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
         if not re.match(r"\d\d_.*\.txt$", name):
             continue
-        file, minus, start = None, None, 0
         with open(os.path.join(folder, name), encoding="utf-8") as fh:
             lines = fh.read().split("\n")
+        cur, file, minus, plus, start = None, None, None, None, 0
+        def flush():
+            nonlocal minus, plus
+            if minus is not None and cur is not None:
+                cur["edits"].append((f"tests/mutants/{name}:{start}", file, "\n".join(minus), "\n".join(plus or [])))
+            minus, plus = None, None
         for n, line in enumerate(lines + [""], 1):
             if line.startswith("-"):
+                if plus is not None:
+                    flush()
                 if minus is None:
                     minus, start = [], n
                 minus.append(line[1:])
                 continue
-            if minus is not None:
-                out.append((f"tests/mutants/{name}:{start}", file, "\n".join(minus)))
-                minus = None
-            if line.startswith("file: "):
-                file = line[6:]
-            elif line.startswith("## "):
+            if line.startswith("+") and minus is not None:
+                plus = (plus or []) + [line[1:]]
+                continue
+            flush()
+            m = re.match(r"## ([a-z0-9][a-z0-9-]*):", line)
+            if m:
+                cur = dict(id=m[1], where=f"tests/mutants/{name}:{n}", exercise="", edits=[])
+                out.append(cur)
                 file = None
+            elif line.startswith("file: "):
+                file = line[6:]
+            elif line.startswith("exercise: ") and cur is not None:
+                cur["exercise"] = line[10:].strip()
     return out
+
+
+def mutant_edits(root):
+    """[(where, file, text)] of every '-' text of tests/mutants/NN_*.txt"""
+    return [(w, f, old) for v in mutant_variants(root) for (w, f, old, _) in v["edits"]]
+
+
+def apply_variant(root, v):
+    """applies variant v's edits to the tree at root (each text to replace must occur exactly once, as
+    run_mutants.sh requires); returns the edited files"""
+    edited = []
+    for where, f, old, new in v["edits"]:
+        path = os.path.join(root, f)
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        if text.count(old) != 1:
+            die(f"{where}: variant {v['id']}'s text occurs {text.count(old)} times in {f} (must be once)")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text.replace(old, new, 1))
+        edited.append(f)
+    return edited
+
+
+def exercise_variants(root, regions):
+    """{exercise id: [variants tagged 'exercise: id']}, after checking that each tagged variant's edits lie
+    inside that exercise's regions; returns (variants, problems)"""
+    by_ex, problems = {}, []
+    for v in mutant_variants(root):
+        eid = v["exercise"]
+        if not eid:
+            continue
+        if eid not in regions:
+            problems.append(f"{v['where']}: variant {v['id']} names exercise {eid}, which has no region")
+            continue
+        for where, f, old, _ in v["edits"]:
+            try:
+                with open(os.path.join(root, f), encoding="utf-8") as fh:
+                    text = fh.read()
+            except OSError:
+                text = ""
+            at = text.find(old)
+            first = text[:at].count("\n") + 1 if at >= 0 else -1
+            last = first + old.count("\n")
+            if at < 0 or not any(rf == f and b < first and last < e for rf, b, e, *_ in regions[eid]):
+                problems.append(f"{where}: variant {v['id']} (exercise {eid}) edits {f} "
+                                + (f"lines {first}-{last}, outside exercise {eid}'s regions" if at >= 0 else "text it does not hold"))
+                break
+        else:
+            by_ex.setdefault(eid, []).append(v)
+    return by_ex, problems
 
 
 def check():
@@ -533,6 +597,16 @@ def check():
             bad += 1
             print(f"check: {where}: the mutant's text occurs {n} times in {f} (must be once): "
                   f"{text.splitlines()[0]!r} — did an exercise marker land inside it?")
+    # every exercise has a wrong-but-compiling variant in its region (sweep grades it: below full marks)
+    by_ex, problems = exercise_variants(SRC, regions)
+    for p in problems:
+        bad += 1
+        print(f"check: {p}")
+    for eid in sorted(cat):
+        if eid not in by_ex:
+            bad += 1
+            print(f"check: exercise {eid} has no known-wrong variant in tests/mutants/ ('exercise: {eid}' on a "
+                  "variant that edits its region): write one the grader must fail")
     chapters = sorted({e["chapter"] for e in cat.values()})
     for ch in chapters:
         n = [e for e in cat.values() if e["chapter"] == ch]
@@ -541,17 +615,24 @@ def check():
     missing = [ch for ch in chapter_dirs(SRC) if ch not in chapters or sum(1 for e in cat.values() if e["chapter"] == ch) < 2]
     for ch in missing:
         print(f"check: chapter {ch} ({chapter_dirs(SRC)[ch]}) has fewer than two exercises")
-    print(f"check: {len(cat)} exercises, {sum(len(r) for r in regions.values())} regions; "
-          f"{len(mutant_edits(SRC))} mutant edits checked, {bad} no longer apply")
+    print(f"check: {len(cat)} exercises, {sum(len(r) for r in regions.values())} regions, "
+          f"{sum(len(v) for v in by_ex.values())} known-wrong variants in them; "
+          f"{len(mutant_edits(SRC))} mutant edits checked, {bad} problems")
     return bad == 0 and not missing
 
 
 # ---- sweep: every exercise blanked alone, graded ---------------------------------------------------------
 
-def sweep(chapters=None, timeout=300, only=None):
+def sweep(chapters=None, timeout=300, only=None, variants="first"):
     """For every exercise: a copy with it alone blanked must compile, score 0 on it and full points on every
-    other exercise of its chapter. And the untouched copy scores full marks."""
+    other exercise of its chapter; a copy with a known-wrong variant of its region (tests/mutants/, tagged
+    'exercise: NN.k'; the first one, or every one with variants="all") applied must score 0 on it too (a wrong
+    solution that compiles is below full marks) and full points on the others. And the untouched copy scores
+    full marks."""
     regions, cat = load(SRC)
+    by_ex, problems = exercise_variants(SRC, regions)
+    if problems:
+        die("; ".join(problems))
     build = os.environ.get("BUILD", "build")
     build = build if os.path.isabs(build) else os.path.join(SRC, build)
     chs = sorted({e["chapter"] for e in cat.values()} if not chapters else chapters)
@@ -560,18 +641,27 @@ def sweep(chapters=None, timeout=300, only=None):
     t0 = time.time()
     for ch in chs:
         ids = sorted(e for e in cat if cat[e]["chapter"] == ch and (only is None or e in only))
-        for blank in [None] + ids:
+        runs = [(None, None)] + [(e, None) for e in ids]
+        for e in ids:
+            vs = by_ex.get(e, [])
+            runs += [(e, v) for v in (vs if variants == "all" else vs[:1])]
+            if not vs:
+                die(f"exercise {e} has no known-wrong variant in tests/mutants/ (exercises.py check)")
+        for blank, variant in runs:
             tmp = tempfile.mkdtemp(prefix="penta_ex_")
             try:
                 t = time.time()
-                make_copy(tmp, only=[blank] if blank else [], with_build=build, force=True, quiet=True)
+                make_copy(tmp, only=[blank] if blank and not variant else [], with_build=build, force=True, quiet=True)
+                if variant:
+                    apply_variant(tmp, variant)
                 res = grade(ch, tmp, timeout=timeout, quiet=True)
                 wrong = []
                 for r in res["exercises"]:
                     want = r["id"] != blank
                     if r["passed"] != want:
                         wrong.append(f"{r['id']} {'passed' if r['passed'] else 'failed'} ({r['why'][:150]})")
-                name = f"chapter {ch}, " + (f"{blank} blanked" if blank else "untouched")
+                name = f"chapter {ch}, " + (f"{blank} wrong ({variant['id']})" if variant else
+                                            f"{blank} blanked" if blank else "untouched")
                 verdict = "PASS" if not wrong else "FAIL"
                 line = (f"{verdict}: {name}: {res['total']}/{res['max']} points, {time.time() - t:.0f} s"
                         + (f"; expected otherwise: {'; '.join(wrong)}" if wrong else ""))
@@ -605,6 +695,8 @@ def main():
     s.add_argument("--ch", default="")
     s.add_argument("--only", default="")
     s.add_argument("--timeout", type=int, default=int(os.environ.get("PENTA_GRADE_TIMEOUT", "300")))
+    s.add_argument("--variants", choices=("first", "all"), default="first",
+                   help="the known-wrong variants of each exercise to grade: its first in tests/mutants/, or all")
     a = ap.parse_args()
     for v in ("ch",):
         val = getattr(a, v, "")
@@ -621,7 +713,8 @@ def main():
     elif a.cmd == "check":
         sys.exit(0 if check() else 1)
     else:
-        sys.exit(0 if sweep([a.ch] if a.ch else None, timeout=a.timeout, only=a.only.split(",") if a.only else None) else 1)
+        sys.exit(0 if sweep([a.ch] if a.ch else None, timeout=a.timeout, only=a.only.split(",") if a.only else None,
+                            variants=a.variants) else 1)
 
 
 if __name__ == "__main__":

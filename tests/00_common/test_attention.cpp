@@ -299,6 +299,30 @@ TEST_CASE("attention over two key halves merged with lse equals attention over a
         }
 }
 
+TEST_CASE("attention over two key halves merged with lse: log-sum-exps of +-200 merge without overflow") {
+    // Large scores give large log-sum-exps: exp(200) overflows f32 (and exp(-200) underflows to 0), so a merge
+    // that adds exp(l1) + exp(l2) without first taking out the larger one returns inf (or -inf) and loses the
+    // rows. Two parts of one (B 1, T 3, nh 1, hd 2) output, by hand: lse 200 and 199, -200 and -201, 90 and 3.
+    const float l_a[] = {200.0f, -200.0f, 90.0f}, l_b[] = {199.0f, -201.0f, 3.0f};
+    const std::vector<float> o_a = {1, 2, 3, 4, 5, 6}, o_b = {-1, 0.5f, 7, -8, 9, 10};
+    Tensor out = Tensor::from_host(std::vector<float>(6, NAN), {1, 3, 1, 2}, Device::cpu);
+    Tensor lse = Tensor::from_host(std::vector<float>(3, -INFINITY), {1, 1, 3}, Device::cpu);
+    attention_merge(out, lse, Tensor::from_host(o_a, {1, 3, 1, 2}, Device::cpu),
+                    Tensor::from_host(std::vector<float>(l_a, l_a + 3), {1, 1, 3}, Device::cpu));
+    attention_merge(out, lse, Tensor::from_host(o_b, {1, 3, 1, 2}, Device::cpu),
+                    Tensor::from_host(std::vector<float>(l_b, l_b + 3), {1, 1, 3}, Device::cpu));
+    std::vector<float> want_out(6), want_lse(3);
+    for (int t = 0; t < 3; t++) {
+        const double m = std::max(l_a[t], l_b[t]), tot = m + std::log(std::exp(l_a[t] - m) + std::exp(l_b[t] - m));
+        want_lse[t] = (float)tot;
+        for (int e = 0; e < 2; e++)
+            want_out[t * 2 + e] = (float)(std::exp(l_a[t] - tot) * o_a[t * 2 + e] + std::exp(l_b[t] - tot) * o_b[t * 2 + e]);
+    }
+    // f32 holds 200 to 2^-16: exp(l - lse) is that close, 1e-5 relative
+    check_lse(lse.to_host(), want_lse, 1e-6, "merged lse of +-200");
+    check_close(out.to_host(), want_out, 1e-4, 1e-6, "merged out of lse +-200");
+}
+
 TEST_CASE("attention backward accumulates into dq, dk, dv") {
     const Case c{1, 37, 37, 4, 2, 8, {0, 0, true}};
     for (bool tiled : {false, true}) {

@@ -72,6 +72,11 @@ std::string write_raw(const std::string& path, const std::string& header, size_t
     return path;
 }
 
+uint64_t fs_size(const std::string& path) {
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    return (uint64_t)f.tellg();
+}
+
 }  // namespace
 
 TEST_SUITE("ch01 np1") {
@@ -146,13 +151,23 @@ TEST_CASE("Hugging Face checkpoints: export then reload gives the same bits; bf1
     LlamaConfig c = preset("tiny");
     c.rope_scaling = RopeScaling{RopeScaling::Type::llama3, 8, 1, 4, 16};
     const std::string dir = scratch("export");
-    for (DType param : {DType::f32, DType::bf16}) {
+    for (DType param : {DType::f32, DType::bf16, DType::f16}) {
         CAPTURE(dtype_name(param));
         ModelOptions o;
         o.precision.param = param;
         o.precision.fp32_master = param != DType::f32;
         Model a(c, Device::cpu, 5, o);
         export_hf(a, dir, GridCoords{}, nullptr);
+        {  // the header is padded with spaces to a multiple of 8 bytes, so the data starts aligned for its dtype
+            std::ifstream f(dir + "/model.safetensors", std::ios::binary);
+            unsigned char len[8] = {};
+            f.read((char*)len, 8);
+            uint64_t n = 0;
+            for (int i = 7; i >= 0; i--) n = n << 8 | len[i];
+            CHECK(n % 8 == 0);
+            // every tensor is 2 (bf16, f16) or 4 (f32) bytes an element: the file is the header and the numbers
+            CHECK(fs_size(dir + "/model.safetensors") == 8 + n + (uint64_t)a.n_params() * dtype_size(param));
+        }
         const LlamaConfig back = resolve_model(dir);
         CHECK((back.rope_scaling.type == RopeScaling::Type::llama3 && back.rope_scaling.original_max_position == 16));
         CHECK(back.n_params() == c.n_params());
@@ -243,6 +258,14 @@ TEST_CASE("safetensors: a truncated or lying header is refused naming the file a
     REQUIRE(good.find("a"));
     CHECK(good.find("a")->shape == Shape{2, 2});
     CHECK(good.metadata().at("format") == "pt");
+    // two bytes an element for F16 and BF16, one for F8, eight for F64
+    for (auto [dt, size] : {std::pair<const char*, int>{"F16", 2}, {"BF16", 2}, {"F8_E4M3", 1}, {"F64", 8}, {"I32", 4}}) {
+        CAPTURE(dt);
+        const std::string h = strfmt(R"({"a": {"dtype": "%s", "shape": [3, 1], "data_offsets": [0, %d]}})", dt, 3 * size);
+        SafetensorsFile f(write_raw(p, h, 3 * size));
+        REQUIRE(f.find("a"));
+        CHECK(safetensors_dtype_size(f.find("a")->dtype) == (size_t)size);
+    }
     auto err = [&](const std::string& header, size_t data, int64_t length = -1) {
         return error_of([&] { SafetensorsFile f(write_raw(p, header, data, length)); });
     };

@@ -19,10 +19,13 @@ using namespace penta::tp_testing;
 
 namespace {
 
+// a model of vocabulary V whose heads tp t divides (tiny's 4 heads for t 2 and 4, tp3_config's 6 for t 3)
+LlamaConfig config_for(int t, int64_t V) { return t == 3 ? tp3_config(V) : tp_config(V); }
+
 void vocab_cross_entropy_matches(Comm& tp, int64_t V) {
     const int t = tp.size(), r = tp.rank();
     const int64_t N = 7;
-    const ParamLayout layout = ParamLayout::build(tp_config(V), t, r);
+    const ParamLayout layout = ParamLayout::build(config_for(t, V), t, r);
     const int64_t rows = layout.vocab_rows, start = layout.vocab_start;
     const int64_t real = std::clamp<int64_t>(V - start, 0, rows);
     Tensor logits = random_tensor({N, V}, 21, 3.0f);
@@ -58,7 +61,7 @@ void vocab_cross_entropy_shifted(Comm& tp, int64_t V, float shift, Device device
     CAPTURE(V);
     const int t = tp.size(), r = tp.rank();
     const int64_t N = 5;
-    const ParamLayout layout = ParamLayout::build(tp_config(V), t, r);
+    const ParamLayout layout = ParamLayout::build(config_for(t, V), t, r);
     const int64_t rows = layout.vocab_rows, start = layout.vocab_start;
     const int64_t real = std::clamp<int64_t>(V - start, 0, rows);
     std::vector<float> full = random_tensor({N, V}, 23, 3.0f).to_host();
@@ -79,6 +82,49 @@ void vocab_cross_entropy_shifted(Comm& tp, int64_t V, float shift, Device device
     CHECK_MESSAGE(std::isfinite(l), "the loss of logits shifted by " << shift << " is " << l);
     CHECK(std::abs(l - want) <= 1e-5 * std::abs(want));
     check_close(z.to_host(), dwant, 1e-4, 1e-7, strfmt("d logits of this shard, logits shifted by %g", shift));
+}
+
+// One logit 200 above the rest of its row, at each shard's first real column, at its last, and next to the
+// padding (the last real id): exp(200) overflows f32 unless the row max subtracted is the true one, which
+// here is one element of one shard, so a max that skips a shard's first (or last) column, or that misses a
+// boundary, overflows that row. Against a double-precision softmax, the target on and off the dominant column.
+void vocab_cross_entropy_dominant(Comm& tp, int64_t V) {
+    CAPTURE(V);
+    const int t = tp.size(), r = tp.rank();
+    std::vector<int64_t> cols;  // every shard's first and last real column (global ids)
+    for (int k = 0; k < t; k++) {
+        const ParamLayout lk = ParamLayout::build(config_for(t, V), t, k);
+        const int64_t real_k = std::clamp<int64_t>(V - lk.vocab_start, 0, lk.vocab_rows);
+        if (real_k == 0) continue;
+        cols.push_back(lk.vocab_start);
+        cols.push_back(lk.vocab_start + real_k - 1);
+    }
+    const int64_t N = 2 * (int64_t)cols.size();
+    const ParamLayout layout = ParamLayout::build(config_for(t, V), t, r);
+    const int64_t rows = layout.vocab_rows, start = layout.vocab_start;
+    const int64_t real = std::clamp<int64_t>(V - start, 0, rows);
+    std::vector<float> full = random_tensor({N, V}, 25, 1.0f).to_host();
+    std::vector<int32_t> tg = random_tokens({N}, (int32_t)V, 26).to_host_i32();
+    for (int64_t n = 0; n < N; n++) {
+        const int64_t c = cols[n / 2];
+        full[n * V + c] += 200.0f;
+        if (n % 2 == 0) tg[n] = (int32_t)c;  // the target is the dominant logit: loss ~ 0
+        else if (tg[n] == (int32_t)c) tg[n] = (int32_t)((c + 1) % V);  // another target: loss ~ 200
+    }
+    const float gscale = 0.5f;
+    std::vector<float> dfull, dwant(N * rows, 0.0f), shard(N * rows, 250.0f);  // padding: larger still, never counted
+    const double want = cross_entropy_reference(full, V, tg, gscale, dfull);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t v = 0; v < real; v++) {
+            shard[n * rows + v] = full[n * V + start + v];
+            dwant[n * rows + v] = dfull[n * V + start + v];
+        }
+    Tensor z = Tensor::from_host(shard, {N, rows}, Device::cpu);
+    VocabParallelCrossEntropy ce(tp, layout, V);
+    const double l = ce.forward_backward(z, Tensor::from_host_i32(tg, {N}, Device::cpu), z, gscale);
+    CHECK_MESSAGE(std::isfinite(l), "the loss with one logit 200 above the rest at a shard's edge is " << l);
+    CHECK(std::abs(l - want) <= 1e-5 * std::abs(want));
+    check_close(z.to_host(), dwant, 1e-4, 1e-7, "d logits of this shard, one dominant logit per row");
 }
 
 }  // namespace
@@ -110,6 +156,10 @@ TEST_SUITE("ch04 np2") {
         ParallelGrid g = tp_grid(tp_config(64), 2);
         for (int64_t V : {9, 64})
             for (float shift : {1000.0f, -1000.0f}) vocab_cross_entropy_shifted(g.tp(), V, shift, Device::cpu);
+    }
+    TEST_CASE("TP vocab-parallel cross-entropy is stable with one logit 200 above the rest at a shard's first or last column") {
+        ParallelGrid g = tp_grid(tp_config(64), 2);
+        for (int64_t V : {9, 8, 64}) vocab_cross_entropy_dominant(g.tp(), V);
     }
     TEST_CASE("TP vocab-parallel cross-entropy on the GPU is stable for logits shifted by +1000 and -1000") {
         if (!cuda_available()) SKIP_TEST("no CUDA device");
@@ -154,6 +204,21 @@ TEST_SUITE("ch04 np2") {
         CHECK(contains(e, "= 4 ranks, but the job has 2"));
         e = error_of([&] { ParamLayout::build(cfg, 2, 0); });
         CHECK(contains(e, "tp 2 must divide n_kv_heads 1"));
+    }
+}
+
+TEST_SUITE("ch04 np3") {
+    // an odd world: tp 3 cuts vocab 64 into 22 + 22 + 20 real rows (2 padding rows), 8 into 3 + 3 + 2, 9 evenly,
+    // 4 into 2 + 2 + 0 (the last shard all padding)
+    TEST_CASE("TP vocab-parallel cross-entropy equals the full softmax at tp 3; padded vocab masked (vocab 64, 8, 9, 4)") {
+        ParallelGrid g = tp_grid(tp3_config(64), 3);
+        for (int64_t V : {64, 8, 9, 4}) vocab_cross_entropy_matches(g.tp(), V);
+    }
+    TEST_CASE("TP vocab-parallel cross-entropy is stable at tp 3: shifted by +-1000, one dominant logit at a shard's edge") {
+        ParallelGrid g = tp_grid(tp3_config(64), 3);
+        for (int64_t V : {64, 8})
+            for (float shift : {1000.0f, -1000.0f}) vocab_cross_entropy_shifted(g.tp(), V, shift, Device::cpu);
+        for (int64_t V : {64, 8, 4}) vocab_cross_entropy_dominant(g.tp(), V);
     }
 }
 

@@ -57,6 +57,12 @@ LlamaConfig tp_config(int64_t vocab, bool tied) {
     return c;
 }
 
+LlamaConfig tp3_config(int64_t vocab, bool tied) {
+    LlamaConfig c = tp_config(vocab, tied);
+    c.hidden = 48, c.n_heads = 6, c.n_kv_heads = 3, c.ffn = 96;
+    return c;
+}
+
 void RandomTokens::get(int64_t sample_id, int64_t T, int32_t* tokens, int32_t* targets) const {
     auto tok = [&](int64_t i) { return (int32_t)(philox4x32(11, 4242, (uint64_t)(sample_id * 1000 + i)).v[0] % vocab); };
     for (int64_t i = 0; i < T; i++) {

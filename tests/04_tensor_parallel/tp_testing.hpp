@@ -23,6 +23,8 @@ namespace penta::tp_testing {
 
 // `tiny` (h 32, 2 layers, 4 heads, ffn 64) with 4 kv heads so tp 4 divides them, and the given vocabulary
 LlamaConfig tp_config(int64_t vocab, bool tied = false);
+// the same for tp 3 (an odd world): h 48, 6 heads, 3 kv heads, ffn 96 (head dim 8)
+LlamaConfig tp3_config(int64_t vocab, bool tied = false);
 
 // tokens and targets uniform in [0, vocab), a pure function of (sample id, position); the last target of a
 // sample is ignored (-1)

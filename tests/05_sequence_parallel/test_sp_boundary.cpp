@@ -48,10 +48,11 @@ void check_scatters(const Boundary& scatter, const Comm& tp, const std::string& 
 // one all-gather or reduce-scatter of the (N, h) f32 tensor: (t-1)/t of it per rank, ring accounting
 double one_collective_bytes(const Comm& tp) { return (tp.size() - 1.0) / tp.size() * (double)(tokens(tp) * kH * 4); }
 
-// SP's boundary on a tp 2 group, one pair of it alone: entering (gather forward, scatter backward) or leaving
-// (scatter forward, gather backward); each direction sends one collective's bytes
-void check_pair(bool entering) {
-    ParallelGrid g = tp_grid(tp_config(64), 2);
+// SP's boundary on a tp t group (the whole world), one pair of it alone: entering (gather forward, scatter
+// backward) or leaving (scatter forward, gather backward); each direction sends one collective's bytes. At
+// t 3 a rank's two neighbours differ, so rows placed by the wrong neighbour or the ring's other direction show.
+void check_pair(bool entering, int t) {
+    ParallelGrid g = tp_grid(t == 3 ? tp3_config(64) : tp_config(64), t);
     SequenceParallel b(g.tp());
     const Comm& tp = b.group();
     if (entering) {
@@ -69,9 +70,18 @@ void check_pair(bool entering) {
 
 TEST_SUITE("ch05 np2") {
     TEST_CASE("SP entering the tp region alone: all-gather forward in token order, reduce-scatter d x backward, their bytes") {
-        check_pair(true);
+        check_pair(true, 2);
     }
     TEST_CASE("SP leaving the tp region alone: reduce-scatter the partial products forward, all-gather d y backward, their bytes") {
-        check_pair(false);
+        check_pair(false, 2);
+    }
+}
+
+TEST_SUITE("ch05 np3") {
+    TEST_CASE("SP entering the tp region alone at tp 3 (an odd ring): all-gather forward in token order, reduce-scatter backward") {
+        check_pair(true, 3);
+    }
+    TEST_CASE("SP leaving the tp region alone at tp 3 (an odd ring): reduce-scatter forward, all-gather backward") {
+        check_pair(false, 3);
     }
 }

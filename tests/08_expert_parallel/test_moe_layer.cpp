@@ -348,6 +348,29 @@ TEST_CASE("balancing evens out a skewed router: the balance loss's gradient alon
     }
 }
 
+TEST_CASE("balance loss: a router with equal scores for every expert scores exactly 1 per sequence (E / (k T))") {
+    // Switch's B_s = E / (k T) sum_e count_e · mean score_e: with every score 1/E and the kT choices in some
+    // experts, B_s = (1 / (k T)) sum_e count_e = 1, whichever experts the ties pick. The layer's aux loss is
+    // aux_coef · sum_s (n_s / G) B_s = sum_s n_s / G = 1/2 here (G counts another rank's targets too).
+    // A per-choice factor E / T (k times too large) gives k / 2.
+    MoeOptions o;
+    o.aux_coef = 1.0;
+    LayerSetup s(moe_config(), o, 3);
+    REQUIRE(s.cfg.moe.top_k >= 2);
+    const ParamTensor& r = s.model->layout().find("model.layers." + std::to_string(s.layer) + ".block_sparse_moe.gate.weight");
+    Tensor wr = s.model->params().flat(r.offset, r.numel());
+    scale_inplace(wr, 0.0f);  // every logit 0: every score 1/E
+    Tensor y;
+    const double aux = s.forward(y);
+    CHECK(aux == doctest::Approx(0.5).epsilon(1e-6));
+    o.aux_coef = 0.25;  // the coefficient scales it
+    LayerSetup q(moe_config(), o, 3);
+    const ParamTensor& rq = q.model->layout().find("model.layers." + std::to_string(q.layer) + ".block_sparse_moe.gate.weight");
+    Tensor wq = q.model->params().flat(rq.offset, rq.numel());
+    scale_inplace(wq, 0.0f);
+    CHECK(q.forward(y) == doctest::Approx(0.125).epsilon(1e-6));
+}
+
 TEST_CASE("capacity: per sequence, first choices before second ones, tokens in order; rows sorted by expert") {
     // 2 sequences of 4 tokens, k 2, E 3; capacity factor 0.75 -> ceil(0.75 · 2 · 4 / 3) = 2 copies per expert
     const std::vector<int32_t> ex = {0, 1, 0, 2, 0, 1, 0, 2,   // sequence 0: expert 0 is everyone's first choice
@@ -370,6 +393,27 @@ TEST_CASE("capacity: per sequence, first choices before second ones, tokens in o
     CHECK(all.dropped() == 0);
     CHECK(all.rows() == 16);
     CHECK(contains(error_of([&] { plan_dispatch({0, 3}, 1, 1, 2, 3, 0); }), "chose expert 3 of 3"));
+}
+
+TEST_CASE("capacity: per sequence, when f k T / E is not a whole number the capacity rounds up") {
+    // 1 sequence of 5 tokens, k 2, E 3, factor 1: f k T / E = 10/3, so 4 copies per expert (3 when truncated).
+    // Every token picks expert 0 first and expert 1 second: each keeps tokens 0-3 and drops token 4's copy.
+    CHECK(expert_capacity(1.0, 2, 5, 3) == 4);
+    CHECK(expert_capacity(1.25, 1, 6, 4) == 2);  // 1.875
+    CHECK(expert_capacity(0.5, 2, 7, 4) == 2);   // 1.75
+    const std::vector<int32_t> ex = {0, 1, 0, 1, 0, 1, 0, 1, 0, 1};
+    const DispatchPlan p = plan_dispatch(ex, 1, 5, 2, 3, 1.0);
+    CHECK(p.capacity == 4);
+    CHECK(p.routed == std::vector<int64_t>{5, 5, 0});
+    CHECK(p.kept == std::vector<int64_t>{4, 4, 0});
+    CHECK(p.dropped() == 2);
+    CHECK(p.pos == std::vector<int32_t>{0, 4, 1, 5, 2, 6, 3, 7, -1, -1});
+    // two sequences of 3 tokens, k 1, E 2, factor 1: ceil(1.5) = 2 per expert and sequence, counted afresh in
+    // each: sequence 0 sends all three to expert 1 (token 2 dropped), sequence 1 too (token 5 dropped)
+    const DispatchPlan q = plan_dispatch({1, 1, 1, 1, 1, 1}, 2, 3, 1, 2, 1.0);
+    CHECK(q.capacity == 2);
+    CHECK(q.kept == std::vector<int64_t>{0, 4});
+    CHECK(q.pos == std::vector<int32_t>{0, 1, -1, 2, 3, -1});
 }
 
 TEST_CASE("MoE options and layers are checked: aux with sigmoid scores, a dense model, bad values") {

@@ -63,11 +63,21 @@ TEST_CASE("tile quantisation: dequantise(quantise(x)) within the format's bound 
             CHECK(worst > 0.5);  // the bound is tight: rounding really happened
             for (float s : q.scale) CHECK(s > 0);
         }
-    // each tile's largest element lands on the format's largest value: the whole range is used
-    const TileQuant q = quantise_tiles(x.data(), 256, 384, 1, 128, DType::e4m3);
-    float amax = 0;
-    for (int64_t c = 0; c < 128; c++) amax = std::max(amax, std::fabs(q.q[c]));
-    CHECK(amax == 448.0f);
+    // each tile's largest element lands on the format's largest value: the whole range is used, e4m3's 448
+    // and e5m2's 57344 (a gradient tile scaled onto 448 would use 1/128 of e5m2's range)
+    for (auto [f, top] : {std::pair<DType, float>{DType::e4m3, 448.0f}, {DType::e5m2, 57344.0f}})
+        for (auto [tr, tc] : {std::pair<int64_t, int64_t>{1, 128}, {128, 128}}) {
+            CAPTURE(dtype_name(f));
+            CAPTURE(tr);
+            const TileQuant q = quantise_tiles(x.data(), 256, 384, tr, tc, f);
+            std::vector<float> amax(q.scale.size(), 0.0f);
+            for (int64_t r = 0; r < 256; r++)
+                for (int64_t c = 0; c < 384; c++) {
+                    float& m = amax[(r / tr) * 3 + c / tc];
+                    m = std::max(m, std::fabs(q.q[r * 384 + c]));
+                }
+            for (float m : amax) CHECK(m == top);
+        }
 }
 
 TEST_CASE("tile quantisation: an outlier spoils only its own 1x128 tile; per-tensor scaling loses its neighbours") {

@@ -72,6 +72,10 @@ parse() {  # parse FILE CH
                     die "$f:$n: the id '${head%%:*}' must be lower-case letters, digits and '-'"
                 ;;
             "first: "*) [ "$cur" -ge 0 ] || die "$f:$n: 'first:' outside a variant"; m_first[$cur]=${line#first: } ;;
+            "exercise: "*)  # the workshop exercise whose region it edits: for tools/exercises.py (check, sweep)
+                [ "$cur" -ge 0 ] || die "$f:$n: 'exercise:' outside a variant"
+                [[ "${line#exercise: }" =~ ^[0-9][0-9]\.[0-9]+$ ]] || die "$f:$n: 'exercise: NN.k' names an exercise: $line"
+                ;;
             "file: "*)
                 [ "$cur" -ge 0 ] || die "$f:$n: 'file:' outside a variant"
                 flush
@@ -90,7 +94,7 @@ parse() {  # parse FILE CH
                 have_plus=1
                 ;;
             "" | "#"*) flush ;;
-            *) die "$f:$n: not understood (a line is '## id: what is wrong', 'first: ...', 'file: ...', '-old'," \
+            *) die "$f:$n: not understood (a line is '## id: what is wrong', 'first: ...', 'exercise: NN.k', 'file: ...', '-old'," \
                    "'+new', '#...' or empty): $line" ;;
         esac
     done <"$f"

@@ -3,12 +3,15 @@
 #
 #   1. `exercises.py check`: every marker pair is well formed and has its catalogue stanza (and the reverse),
 #      every chapter has two exercises or more, and every edit of the mutation catalogue (tests/mutants/)
-#      still applies once: a marker line inside a quoted text would break a mutant.
+#      still applies once: a marker line inside a quoted text would break a mutant; every exercise has a
+#      known-wrong variant ('exercise: NN.k') whose edits lie inside its region.
 #   2. the student copy of every chapter: each region's inside is gone (its text is not in the copy), each stub says "exercise NN.k not done", the mutation catalogues that quote solutions are
 #      dropped, and the source tree is untouched. No compilation: cheap.
 #   3. chapter 02 swept whole (`exercises.py sweep --ch 02`): the untouched copy scores full marks, and with
 #      each exercise blanked alone the copy compiles and scores 0 on that exercise and full points on the
-#      other. The copies reuse the build folder (timestamps kept), so each recompiles one file.
+#      other; and with each exercise's first known-wrong variant applied (ring-reversed, buckets-cap-in-elements)
+#      it scores 0 on that exercise too. The copies reuse the build folder (timestamps kept), so each recompiles
+#      one file.
 #   4. a stub that hangs is caught: 02.2 replaced by an endless loop, graded with a 20 s limit per test run:
 #      02.2 fails ("hung"), 02.1 still passes, and grading ends.
 #   5. grading one chapter never compiles a later chapter's exercise: a compile error planted in 11.1's region
@@ -44,7 +47,7 @@ t0=$SECONDS
 # 1. markers, catalogue, mutants
 out=$(python3 "$tool" check 2>&1)
 rc=$?
-verdict "markers and catalogue agree, two exercises per chapter, every mutant edit still applies (exit $rc)" $rc
+verdict "markers and catalogue agree, two exercises per chapter, every mutant edit still applies, every exercise has a wrong variant in its region (exit $rc)" $rc
 echo "$out" | sed 's/^/    /'
 
 # 2. the student copy of every chapter, without building it
@@ -88,8 +91,10 @@ rc=$?
 ok=1
 [ "$rc" = 0 ] && grep -q '^sweep: PASS: chapter 02, untouched: 5/5' <<<"$out" &&
     grep -q '^sweep: PASS: chapter 02, 02.1 blanked: 2/5' <<<"$out" &&
-    grep -q '^sweep: PASS: chapter 02, 02.2 blanked: 3/5' <<<"$out" && ok=0
-verdict "chapter 02: full marks untouched; 02.1 or 02.2 blanked scores 0 on it and full on the other ($((SECONDS - t)) s)" $ok
+    grep -q '^sweep: PASS: chapter 02, 02.2 blanked: 3/5' <<<"$out" &&
+    grep -q '^sweep: PASS: chapter 02, 02.1 wrong (ring-reversed): 2/5' <<<"$out" &&
+    grep -q '^sweep: PASS: chapter 02, 02.2 wrong (buckets-cap-in-elements): 3/5' <<<"$out" && ok=0
+verdict "chapter 02: full marks untouched; 02.1 or 02.2 blanked, or wrong (a catalogue variant), scores 0 on it and full on the other ($((SECONDS - t)) s)" $ok
 grep '^sweep: ' <<<"$out" | sed 's/^/    /'
 
 # 4. a hanging stub is caught by the grader's per-run limit
