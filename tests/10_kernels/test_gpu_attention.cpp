@@ -11,9 +11,8 @@ using namespace penta::lab;
 using namespace penta::testing;
 
 TEST_SUITE("ch10 np1") {
-    TEST_CASE("gpu flash attention: forward and backward match the fp64 reference and the naive kernel") {
-        const std::string why = gpu_unavailable();
-        if (!why.empty()) SKIP_TEST("flash attention: " + why);
+    TEST_CASE("[gpu] gpu flash attention: forward and backward match the fp64 reference and the naive kernel") {
+        SKIP_GPU_TEST("flash attention", gpu_unavailable());
 #if defined(PENTA_CUDA)
         const FlashShape shapes[] = {{2, 256, 4, 1, 64}, {1, 384, 4, 2, 128}, {1, 128, 2, 2, 64}, {2, 128, 2, 1, 128}};
         uint64_t seed = 70;
@@ -25,9 +24,9 @@ TEST_SUITE("ch10 np1") {
 #endif
     }
 
-    TEST_CASE("gpu flash attention: shapes without a kernel are refused, naming the rule") {
+    TEST_CASE("[gpu] gpu flash attention: shapes without a kernel are refused, naming the rule") {
 #if !defined(PENTA_CUDA)
-        SKIP_TEST("flash attention: " + gpu_unavailable());
+        SKIP_GPU_TEST("flash attention", gpu_unavailable());
 #else
         CHECK(contains(error_of([] { flash_fwd(nullptr, nullptr, nullptr, nullptr, nullptr, {1, 128, 2, 1, 96}, 0); }),
                        "head dim 96: the kernels are built for 64 and 128"));
