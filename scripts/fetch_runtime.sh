@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fetch_runtime.sh — packs what a GPU machine without OpenMPI, OpenBLAS, doctest, nlohmann-json or make needs
-# to build and run pentatron into .deps/runtime.tar.gz (ignored by git; about 20 MB, under the 64 MiB a
+# to build and run pentatron into .deps/runtime.tar.gz (ignored by git; about 24 MB, under the 64 MiB a
 # device run can carry), for scripts/gpu_check.sh. Run it here (Debian 12, with apt); nothing is installed.
 #
 # It downloads the Debian packages (apt-get download), unpacks them (dpkg -x) and keeps what the build and
@@ -14,10 +14,13 @@
 # machine with a C++ compiler has): else it stops and lists what is missing. (libpmix2 needs libmunge2:
 # without it the carried mpirun failed in MPI_Init, "opal_pmix_base_select failed".) zlib, libudev, libuuid
 # and libatomic are packed apart (fallback/lib) and used only where the machine lacks them.
-#   bash scripts/fetch_runtime.sh [DIR]   (DIR: default .deps) then carry .deps on the device run (gpu_check.sh)
-# tests/00_common/runtime_rehearsal_test.sh runs the packed OpenMPI here with the system's hidden.
+#   bash scripts/fetch_runtime.sh [DIR]   (DIR: default the repository's .deps) then take .deps/runtime.tar.gz
+#                                         and .deps/nccl.h to the GPU machine (scripts/gpu_check.sh)
+# tests/tooling/runtime_rehearsal_test.sh runs the packed OpenMPI here with the system's hidden.
 set -euo pipefail
-dest=$(mkdir -p "${1:-.deps}" && cd "${1:-.deps}" && pwd)
+dest=$(cd "$(dirname "$0")/.." && pwd)/.deps
+[ $# -gt 0 ] && dest=$1
+dest=$(mkdir -p "$dest" && cd "$dest" && pwd)
 cd "$(dirname "$0")/.."
 pkgs=(
     # OpenMPI and what its libraries and plugins load

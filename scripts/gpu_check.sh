@@ -25,7 +25,7 @@
 # summary.txt (each check's verdict, figures, times) and logs.tar.gz (every log), re-packed after every step,
 # so a run killed at any point leaves both.
 #   bash scripts/fetch_runtime.sh                here, once (Debian + apt): .deps/runtime.tar.gz
-#   bash scripts/gpu_check.sh "$OUT"             there, carrying .deps
+#   bash scripts/gpu_check.sh "$OUT"             there, with .deps/runtime.tar.gz and .deps/nccl.h beside it
 #   bash scripts/gpu_check.sh --dry-run          the plan: steps, limits, deadline, the GPU test cases (any machine)
 #   bash scripts/gpu_check.sh --verdict FILE     the verdict of a summary.txt (what the run ends with)
 # Tests: tests/00_common/gpu_check_test.sh, tests/tooling/gpu_cases_test.sh, tests/tooling/runtime_rehearsal_test.sh.
