@@ -133,6 +133,17 @@ $(OBJ)/%.o: %.cu | $(BUILD)/.deps-ok
 $(OBJ)/%_sm90a.o: GENCODE := -gencode arch=compute_90a,code=sm_90a
 # the kernels lab's kernels are tuned by hand: a register spill is a regression, so ptxas says so in every build
 $(OBJ)/10_kernels/%.o: NVFLAGS += -Xptxas -warn-spills
+# The wgmma rung's setmaxnreg (40 for the producer warpgroup, 232 for each of the two consumers) balances only
+# when the kernel enters with 168 registers a thread: 384 threads x 168 = 128 x (40 + 232 + 232); with fewer,
+# the consumers' setmaxnreg.inc waits for registers that never free (a hang on the GPU). ptxas's count (-v) is
+# checked in every CUDA build; its report is shown with NVFLAGS_EXTRA="-Xptxas -v" (scripts/gpu_lab.sh).
+$(OBJ)/10_kernels/gemm_wgmma_sm90a.o: 10_kernels/gemm_wgmma_sm90a.cu | $(BUILD)/.deps-ok
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -Xptxas -v -c $< -o $@ 2>$@.ptxas || { cat $@.ptxas >&2; exit 1; }
+	@$(if $(findstring -v,$(NVFLAGS_EXTRA)),cat $@.ptxas,grep -vE '^ptxas info|^ +[0-9]+ bytes' $@.ptxas) >&2 || true
+	@n=$$(grep -A3 'gemm_wgmma_kernel' $@.ptxas | grep -oE 'Used [0-9]+ registers' | grep -oE '[0-9]+' | head -n 1); \
+	 [ "$$n" = 168 ] || { echo "$<: gemm_wgmma_kernel uses $${n:-an unknown number of} registers a thread, not 168:" \
+	   "setmaxnreg's 40 + 2 x 232 balances only at 168 (384 threads, one block per SM)" >&2; rm -f $@; exit 1; }
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@

@@ -15,6 +15,8 @@
 //   3. post:  dq = scale · accumulator, rounded to bf16.
 // Recomputing P costs one more Q K^T; storing it would cost (T, T) memory per head.
 //   build/bin/10_kernels --part attention
+#include <cstdio>
+#include <string>
 #include <type_traits>
 
 #include "gpu_kernels.hpp"
@@ -231,6 +233,25 @@ void launch_bwd(const FlashShape& s, const bf16* q, const bf16* k, const bf16* v
 
 }  // namespace
 
+int64_t flash_bwd_smem_bytes(int64_t D) { return D == 64 ? BwdSmem<64>::BYTES : D == 128 ? BwdSmem<128>::BYTES : 0; }
+
+std::string flash_bwd_unsupported(int64_t D) {
+    if (D != 64 && D != 128) return "head dim " + std::to_string(D) + ": the kernels are built for 64 and 128";
+    int dev = 0, optin = 0;
+    cudaDeviceProp p{};
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (flash_bwd_smem_bytes(D) <= optin) return "";
+    CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
+    char why[640];  // the message below with a device name of up to 256 bytes
+    std::snprintf(why, sizeof why,
+                  "flash_bwd head dim %ld needs %ld bytes (%ld KB) of shared memory per block; this GPU (%s, sm_%d%d) "
+                  "allows %d bytes (%d KB): head dim 128 runs on the H100 and H200 (227 KB) only",
+                  (long)D, (long)flash_bwd_smem_bytes(D), (long)flash_bwd_smem_bytes(D) / 1024, p.name, p.major, p.minor,
+                  optin, optin / 1024);
+    return why;
+}
+
 int64_t flash_bwd_workspace_floats(const FlashShape& s) { return s.B * s.T * s.H * s.D + s.B * s.H * s.T; }
 
 void flash_bwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
@@ -241,6 +262,8 @@ void flash_bwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const ui
     CHECK(s.B >= 1 && s.B <= 65535 && s.Hkv >= 1 && s.Hkv <= 65535 && s.H % s.Hkv == 0,
           "flash_bwd: B %ld, H %ld, Hkv %ld: H must be a multiple of Hkv", (long)s.B, (long)s.H, (long)s.Hkv);
     CHECK(device_capability() >= 80, "flash attention uses mma.sync bf16: sm_80+ (this GPU: sm_%d)", device_capability());
+    const std::string no = flash_bwd_unsupported(s.D);
+    CHECK(no.empty(), "%s", no.c_str());
     auto go = [&](auto d) {
         launch_bwd<decltype(d)::value>(s, (const bf16*)q, (const bf16*)k, (const bf16*)v, (const bf16*)out, lse,
                                        (const bf16*)dout, (bf16*)dq, (bf16*)dk, (bf16*)dv, work, stream);

@@ -114,6 +114,11 @@ void flash_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t
                const FlashShape& s, cudaStream_t stream);
 // dq, dk, dv (bf16) overwritten; `work` holds flash_bwd_workspace_floats(s) floats (dq in f32, rowsum(dO∘O))
 int64_t flash_bwd_workspace_floats(const FlashShape& s);
+// The backward kernel's dynamic shared memory for head dim D: 107 KB at 64, 171 KB at 128. A block may opt in
+// to 227 KB on the H100 and H200 (sm_90), 163 KB on the A100 (sm_80), 99 KB on sm_86/89: head dim 128 runs on
+// Hopper only. "" when this GPU can run head dim D, else why not, naming the GPU and both figures.
+int64_t flash_bwd_smem_bytes(int64_t D);
+std::string flash_bwd_unsupported(int64_t D);
 void flash_bwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
                const uint16_t* dout, uint16_t* dq, uint16_t* dk, uint16_t* dv, float* work, const FlashShape& s,
                cudaStream_t stream);

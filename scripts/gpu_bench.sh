@@ -9,13 +9,19 @@
 #      pentatron's 01_single_gpu --tf32, PyTorch eager, and torch.compile when it compiles within its time;
 #      tokens/s, MFU, peak memory, and the top kernels by GPU time (ours through tools/kernel_times.cpp, a
 #      CUPTI injection library; PyTorch's through torch.profiler).
-# Knobs: MODEL, BATCH, SEQ, STEPS (timed steps, default 6), COMPILE_TIMEOUT (s, default 150).
+# Knobs: MODEL, BATCH, SEQ, STEPS (timed steps, default 6), COMPILE_TIMEOUT (s, default 150). Its environment
+# is scripts/gpu_env.sh's, as gpu_check.sh's (the carried runtime's libraries, NCCL and cuBLAS, the MPI the
+# programs were built with), so it also runs alone after gpu_check.sh has built build-gpu.
 set -uo pipefail
 out=${1:-$(mktemp -d)}
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
+source scripts/gpu_env.sh
 bin=${BIN:-build-gpu/bin}
-cuda_home=${CUDA_HOME:-/usr/local/cuda}
+penta_env_cuda && penta_env_runtime && penta_env_gpu_libs "$PWD/build-gpu/links" ||
+    { echo "gpu_bench: $penta_env_error" >&2; exit 1; }
+penta_env_mpi >/dev/null 2>&1 || true  # a build with MPI loads libmpi even alone
+cuda_home=$penta_cuda_home
 model=${MODEL:-llama3.2-1b} batch=${BATCH:-4} seq=${SEQ:-1024} steps=${STEPS:-6}
 py=python3
 status=0

@@ -16,7 +16,7 @@
 # "total: N passed, N failed, N skipped"; the exit status is 0 only when nothing failed.
 # Environment: MPIRUN (from the Makefile: as root --allow-run-as-root; --oversubscribe), MPI=0|1,
 # PENTA_TEST_TIMEOUT, PENTA_TEST_CASES (a doctest -tc filter added to every binary's runs: gpu_check.sh
-# runs '*cuda*,*nccl*'); scripts also see BIN (the Makefile's folder of programs and test binaries).
+# runs '[gpu]*'); scripts also see BIN (the Makefile's folder of programs and test binaries).
 # PENTA_TEST_FAIL_FAST=1 stops after the first run that failed and names the runs left out (the mutation
 # harness, tests/mutants/, wants only to know whether anything fails).
 # The runner's own test: tests/tooling/runner_test.sh.

@@ -60,11 +60,9 @@ struct OutcomeListener : doctest::IReporter {
 }  // namespace
 
 void check_gpu_test_name() {
-    std::string lower = g_current;
-    for (char& c : lower) c = (char)std::tolower((unsigned char)c);
-    CHECK_MESSAGE((lower.find("cuda") != std::string::npos || lower.find("nccl") != std::string::npos),
-                  "the GPU test \"" << g_current << "\" must say cuda or NCCL in its name (scripts/gpu_check.sh "
-                  "selects GPU tests by name)");
+    CHECK_MESSAGE(g_current.rfind("[gpu] ", 0) == 0,
+                  "the GPU test \"" << g_current << "\" must be named \"[gpu] ...\" (scripts/gpu_check.sh selects "
+                  "GPU tests by that tag: -tc='[gpu]*')");
 }
 
 void mark_skipped(const std::string& reason) {

@@ -34,15 +34,20 @@ void mark_skipped(const std::string& reason);
         return;                                     \
     } while (0)
 
-// A test that needs a GPU starts with SKIP_WITHOUT_GPU(). Its name must say "cuda" or "nccl" (any case):
-// that is how scripts/gpu_check.sh selects every GPU test of every test binary (-tc='*cuda*,*nccl*'), so a
-// GPU test named otherwise fails here, on any machine, instead of being left out there.
+// A test that needs a GPU (or a CUDA build) is named "[gpu] ...", a tag that scripts/gpu_check.sh selects
+// every GPU test of every test binary by (-tc='[gpu]*'), and starts with SKIP_WITHOUT_GPU(), or with
+// SKIP_GPU_TEST(what, why) when it has its own test (chapter 10's gpu_unavailable(): "" when it can run).
+// Both check the tag: a GPU test without it fails here, on any machine, instead of being left out there;
+// tests/tooling/gpu_cases_test.sh checks the other way round (every tagged test skips without a GPU) and
+// that gpu_check.sh's filter selects as many tests as the binaries tag.
 void check_gpu_test_name();
-#define SKIP_WITHOUT_GPU()                                                    \
-    do {                                                                      \
-        ::penta::testing::check_gpu_test_name();                              \
-        if (!::penta::cuda_available()) SKIP_TEST("no CUDA device");          \
+#define SKIP_GPU_TEST(what, why)                                                  \
+    do {                                                                          \
+        ::penta::testing::check_gpu_test_name();                                  \
+        const std::string penta_why_not_ = (why);                                 \
+        if (!penta_why_not_.empty()) SKIP_TEST(std::string(what) + ": " + penta_why_not_); \
     } while (0)
+#define SKIP_WITHOUT_GPU() SKIP_GPU_TEST("GPU test", ::penta::cuda_available() ? "" : "no CUDA device")
 
 // Largest |a-b| / max(|b|, floor) over all elements (b is the reference).
 double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b, double floor = 1e-3);

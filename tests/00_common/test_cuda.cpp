@@ -155,7 +155,7 @@ const AttnCase kAttnCases[] = {
 
 TEST_SUITE("ch00 np1") {
 
-TEST_CASE("cuda memory: zeros, copies across devices, accounting") {
+TEST_CASE("[gpu] cuda memory: zeros, copies across devices, accounting") {
     SKIP_WITHOUT_GPU();
     const int64_t before = mem_stats(Device::cuda).total_current;
     Tensor z = Tensor::zeros({3, 5}, DType::f32, Device::cuda, Tag::activations);
@@ -168,7 +168,7 @@ TEST_CASE("cuda memory: zeros, copies across devices, accounting") {
     check_close(d2.to_host(), h.to_host(), 0, 0, "round trip host -> device -> device -> host");
 }
 
-TEST_CASE("cuda matmul and linear match cpu") {
+TEST_CASE("[gpu] cuda matmul and linear match cpu") {
     SKIP_WITHOUT_GPU();
     const int64_t M = 5, K = 7, N = 9;
     for (int tA = 0; tA < 2; tA++)
@@ -195,7 +195,7 @@ TEST_CASE("cuda matmul and linear match cpu") {
     compare(gdW, dW, "linear dW (accumulated)");
 }
 
-TEST_CASE("cuda embedding matches cpu") {
+TEST_CASE("[gpu] cuda embedding matches cpu") {
     SKIP_WITHOUT_GPU();
     const int64_t V = 11, h = 300, start = 3;
     Tensor tokens = random_tokens({40}, 16, 30);  // ids 0..15: some outside this shard [3, 14), many repeats
@@ -210,7 +210,7 @@ TEST_CASE("cuda embedding matches cpu") {
     compare(gdtable, dtable, "embedding dtable (accumulated)");
 }
 
-TEST_CASE("cuda rmsnorm matches cpu") {
+TEST_CASE("[gpu] cuda rmsnorm matches cpu") {
     SKIP_WITHOUT_GPU();
     for (int64_t N : {3, 100}) {  // 100 rows > the 64 row groups of the dw reduction
         const int64_t h = 300;    // > one block of threads per row
@@ -229,7 +229,7 @@ TEST_CASE("cuda rmsnorm matches cpu") {
     }
 }
 
-TEST_CASE("cuda rope matches cpu, in place too") {
+TEST_CASE("[gpu] cuda rope matches cpu, in place too") {
     SKIP_WITHOUT_GPU();
     Tensor x = random_tensor({2, 5, 3, 16}, 50), pos = Tensor::from_host_i32({7, 3, 0, 12, 30}, {5}, Device::cpu);
     Tensor out = Tensor::empty(x.shape, DType::f32, Device::cpu, Tag::workspace), gout = on_gpu(out);
@@ -248,7 +248,7 @@ TEST_CASE("cuda rope matches cpu, in place too") {
     compare(gdx, dx, "rope dx", 1e-5, 5e-5);
 }
 
-TEST_CASE("cuda swiglu matches cpu") {
+TEST_CASE("[gpu] cuda swiglu matches cpu") {
     SKIP_WITHOUT_GPU();
     Tensor gate = random_tensor({7, 33}, 60, 3.0f), up = random_tensor({7, 33}, 61), dout = random_tensor({7, 33}, 62);
     Tensor out = Tensor::empty(gate.shape, DType::f32, Device::cpu, Tag::workspace), gout = on_gpu(out);
@@ -264,7 +264,7 @@ TEST_CASE("cuda swiglu matches cpu") {
     compare(gdu, du, "swiglu dup");
 }
 
-TEST_CASE("cuda cross entropy matches cpu, dlogits aliasing logits") {
+TEST_CASE("[gpu] cuda cross entropy matches cpu, dlogits aliasing logits") {
     SKIP_WITHOUT_GPU();
     const int64_t N = 6, V = 1000;
     Tensor logits = random_tensor({N, V}, 70, 2.0f);
@@ -288,7 +288,7 @@ TEST_CASE("cuda cross entropy matches cpu, dlogits aliasing logits") {
                     penta::Error);
 }
 
-TEST_CASE("cuda adamw, sum_squares and elementwise ops match cpu") {
+TEST_CASE("[gpu] cuda adamw, sum_squares and elementwise ops match cpu") {
     SKIP_WITHOUT_GPU();
     Tensor p = random_tensor({1000}, 80), m = random_tensor({1000}, 81, 0.1f);
     Tensor v = Tensor::zeros({1000}, DType::f32, Device::cpu, Tag::workspace);  // a second moment is >= 0
@@ -330,7 +330,7 @@ TEST_CASE("cuda adamw, sum_squares and elementwise ops match cpu") {
     }
 }
 
-TEST_CASE("cuda dtype conversions are bit-exact with the host conversions") {
+TEST_CASE("[gpu] cuda dtype conversions are bit-exact with the host conversions") {
     SKIP_WITHOUT_GPU();
     for (DType t : {DType::bf16, DType::f16, DType::e4m3, DType::e5m2}) {
         std::vector<float> vals = conversion_sweep(t);
@@ -350,7 +350,7 @@ TEST_CASE("cuda dtype conversions are bit-exact with the host conversions") {
     }
 }
 
-TEST_CASE("cuda init_normal matches cpu, shards included") {
+TEST_CASE("[gpu] cuda init_normal matches cpu, shards included") {
     SKIP_WITHOUT_GPU();
     struct Shard { Shape shape; int64_t row0, col0, full_cols; };
     for (const Shard& s : {Shard{{6, 10}, 2, 5, 25}, Shard{{64, 33}, 0, 0, -1}, Shard{{1000}, 0, 0, -1}}) {
@@ -361,7 +361,7 @@ TEST_CASE("cuda init_normal matches cpu, shards included") {
     }
 }
 
-TEST_CASE("cuda attention (naive and tiled) matches cpu") {
+TEST_CASE("[gpu] cuda attention (naive and tiled) matches cpu") {
     SKIP_WITHOUT_GPU();
     for (const AttnCase& c : kAttnCases) {
         check_attention(c, false, true);
@@ -381,7 +381,7 @@ TEST_CASE("cuda attention (naive and tiled) matches cpu") {
     CHECK(o[0] == 0.0f);
 }
 
-TEST_CASE("cuda attention_merge (context parallelism's lse merge) matches cpu, -inf rows included") {
+TEST_CASE("[gpu] cuda attention_merge (context parallelism's lse merge) matches cpu, -inf rows included") {
     SKIP_WITHOUT_GPU();
     const int64_t B = 2, T = 5, nh = 3, hd = 4;
     std::vector<float> lse = random_tensor({B, nh, T}, 11).to_host(), lse_p = random_tensor({B, nh, T}, 12).to_host();

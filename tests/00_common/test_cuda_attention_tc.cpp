@@ -121,7 +121,7 @@ void check_case(const TcCase& c, DType dt) {
 
 TEST_SUITE("ch00 np1") {
 
-TEST_CASE("cuda tensor-core attention (bf16, fp16) matches the f32 reference within 16-bit tolerances") {
+TEST_CASE("[gpu] cuda tensor-core attention (bf16, fp16) matches the f32 reference within 16-bit tolerances") {
     SKIP_WITHOUT_GPU();
     for (DType dt : {DType::bf16, DType::f16})
         for (const TcCase& c : kTcCases) check_case(c, dt);
@@ -138,7 +138,7 @@ TEST_CASE("cuda tensor-core attention (bf16, fp16) matches the f32 reference wit
     CHECK(std::isfinite(l[c.Tq - 1]));
 }
 
-TEST_CASE("cuda tensor-core attention refuses what it cannot run, by name") {
+TEST_CASE("[gpu] cuda tensor-core attention refuses what it cannot run, by name") {
     SKIP_WITHOUT_GPU();
     auto g = [](const Shape& s, DType dt) { return Tensor::zeros(s, dt, Device::cuda, Tag::workspace); };
     Tensor lse = g({1, 2, 8}, DType::f32);

@@ -142,8 +142,8 @@ TEST_CASE("moe dispatch and combine: each kept choice to its row, weighted sums 
     check_gradient(x, dx.to_host(), dispatched, "dispatch d x", 1e-2, 1e-3, 1e-5);
 }
 
-TEST_CASE("cuda moe ops match cpu: router (softmax and sigmoid, bias), backward, statistics, dispatch and combine") {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+TEST_CASE("[gpu] cuda moe ops match cpu: router (softmax and sigmoid, bias), backward, statistics, dispatch and combine") {
+    SKIP_WITHOUT_GPU();
     const int64_t B = 3, T = 37, N = B * T, E = 12, k = 3, h = 70;
     Tensor logits = random_tensor({N, E}, 20, 2.0f), bias = random_tensor({E}, 21, 0.1f);
     for (bool sigmoid : {false, true}) {

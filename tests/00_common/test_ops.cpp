@@ -306,8 +306,8 @@ TEST_CASE("ops: cross-entropy is stable for logits shifted by +1000 and -1000 (t
     for (float shift : {1000.0f, -1000.0f}) check_shifted_cross_entropy(Device::cpu, shift);
 }
 
-TEST_CASE("ops: cross-entropy on the GPU is stable for logits shifted by +1000 and -1000") {
-    if (!cuda_available()) SKIP_TEST("no CUDA device");
+TEST_CASE("[gpu] ops: cross-entropy on the GPU is stable for logits shifted by +1000 and -1000") {
+    SKIP_WITHOUT_GPU();
     for (float shift : {1000.0f, -1000.0f}) check_shifted_cross_entropy(Device::cuda, shift);
 }
 

@@ -74,8 +74,8 @@ TEST_SUITE("ch01 np1") {
         }
     }
 
-    TEST_CASE("causality on the GPU: changing token j leaves every earlier position's logits bit-identical") {
-        if (!cuda_available()) SKIP_TEST("no CUDA device");
+    TEST_CASE("[gpu] causality on the GPU: changing token j leaves every earlier position's logits bit-identical") {
+        SKIP_WITHOUT_GPU();
         for (AttentionKernel k : {AttentionKernel::naive, AttentionKernel::flash}) {
             CAPTURE((k == AttentionKernel::naive ? "naive" : "flash"));
             check_causal(Device::cuda, k);

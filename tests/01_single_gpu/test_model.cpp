@@ -195,7 +195,7 @@ TEST_CASE("model: an untrained model's loss is about ln(vocab)") {
     }
 }
 
-TEST_CASE("model: on CUDA the same loss and gradients as on the CPU") {
+TEST_CASE("[gpu] model: on CUDA the same loss and gradients as on the CPU") {
     SKIP_WITHOUT_GPU();
     const LlamaConfig cfg = tiny(true);
     Batch b = make_batch(kB, kT, cfg.vocab, 81);

@@ -610,7 +610,7 @@ TEST_CASE("parse_comm_backend names the flag") {
     X("split groups ranks by color, ordered by key", split_groups_by_color_ordered_by_key) \
     X("ring all-reduce equals all_reduce", ring_all_reduce_equals_all_reduce) \
     X("ring all-reduce sends 2(K-1)/K·M bytes", ring_all_reduce_sends_ring_bytes) \
-    X("MPI backend stages cuda tensors through host", mpi_backend_stages_cuda_tensors)
+    X("[gpu] MPI backend stages cuda tensors through host", mpi_backend_stages_cuda_tensors)
 #define COMM_CASE(name, body) \
     TEST_CASE(name) { body(); }
 

@@ -16,7 +16,7 @@ using penta::testing::random_tensor;
 
 TEST_SUITE("ch02 np1") {
 
-TEST_CASE("NCCL backend on one GPU: collectives, send/recv batching, split, counters, errors") {
+TEST_CASE("[gpu] NCCL backend on one GPU: collectives, send/recv batching, split, counters, errors") {
 #if !defined(PENTA_NCCL)
     SKIP_TEST("built without NCCL");
 #else

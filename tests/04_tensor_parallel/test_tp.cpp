@@ -161,8 +161,8 @@ TEST_SUITE("ch04 np2") {
         ParallelGrid g = tp_grid(tp_config(64), 2);
         for (int64_t V : {9, 8, 64}) vocab_cross_entropy_dominant(g.tp(), V);
     }
-    TEST_CASE("TP vocab-parallel cross-entropy on the GPU is stable for logits shifted by +1000 and -1000") {
-        if (!cuda_available()) SKIP_TEST("no CUDA device");
+    TEST_CASE("[gpu] TP vocab-parallel cross-entropy on the GPU is stable for logits shifted by +1000 and -1000") {
+        SKIP_WITHOUT_GPU();
         ParallelGrid g = tp_grid(tp_config(64), 2);
         for (float shift : {1000.0f, -1000.0f}) vocab_cross_entropy_shifted(g.tp(), 9, shift, Device::cuda);
     }

@@ -11,13 +11,22 @@ using namespace penta::lab;
 using namespace penta::testing;
 
 TEST_SUITE("ch10 np1") {
-    TEST_CASE("gpu flash attention: forward and backward match the fp64 reference and the naive kernel") {
-        const std::string why = gpu_unavailable();
-        if (!why.empty()) SKIP_TEST("flash attention: " + why);
+    TEST_CASE("[gpu] gpu flash attention: forward and backward match the fp64 reference and the naive kernel") {
+        SKIP_GPU_TEST("flash attention", gpu_unavailable());
 #if defined(PENTA_CUDA)
         const FlashShape shapes[] = {{2, 256, 4, 1, 64}, {1, 384, 4, 2, 128}, {1, 128, 2, 2, 64}, {2, 128, 2, 1, 128}};
         uint64_t seed = 70;
         for (const FlashShape& s : shapes) {
+            // head dim 128's backward needs 171 KB of shared memory: the H100 and H200 only; elsewhere refused by name
+            const std::string no = flash_bwd_unsupported(s.D);
+            if (!no.empty()) {
+                MESSAGE("flash attention D " << s.D << " not run: " << no);
+                CHECK(contains(error_of([&] { flash_bwd(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                        nullptr, nullptr, nullptr, s, 0); }),
+                               "runs on the H100 and H200 (227 KB) only"));
+                seed++;
+                continue;
+            }
             const Reports r = check_flash(s, seed++);
             CHECK_MESSAGE(all_ok(r), "B " << s.B << " T " << s.T << " H " << s.H << " Hkv " << s.Hkv << " D " << s.D << "\n"
                                           << summary(r));
@@ -25,9 +34,9 @@ TEST_SUITE("ch10 np1") {
 #endif
     }
 
-    TEST_CASE("gpu flash attention: shapes without a kernel are refused, naming the rule") {
+    TEST_CASE("[gpu] gpu flash attention: shapes without a kernel are refused, naming the rule") {
 #if !defined(PENTA_CUDA)
-        SKIP_TEST("flash attention: " + gpu_unavailable());
+        SKIP_GPU_TEST("flash attention", gpu_unavailable());
 #else
         CHECK(contains(error_of([] { flash_fwd(nullptr, nullptr, nullptr, nullptr, nullptr, {1, 128, 2, 1, 96}, 0); }),
                        "head dim 96: the kernels are built for 64 and 128"));

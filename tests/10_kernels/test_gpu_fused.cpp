@@ -11,9 +11,8 @@ using namespace penta::lab;
 using namespace penta::testing;
 
 TEST_SUITE("ch10 np1") {
-    TEST_CASE("gpu fused: every fused kernel and unfused sequence matches the fp64 reference") {
-        const std::string why = gpu_unavailable();
-        if (!why.empty()) SKIP_TEST("fused kernels: " + why);
+    TEST_CASE("[gpu] gpu fused: every fused kernel and unfused sequence matches the fp64 reference") {
+        SKIP_GPU_TEST("fused kernels", gpu_unavailable());
 #if defined(PENTA_CUDA)
         // 70 tokens (not a multiple of the 16 rows of a backward block), hidden 200 (25 pieces of 8 on a
         // 32-thread block), RoPE at positions 1000.. (large angles), a vocabulary of 1000

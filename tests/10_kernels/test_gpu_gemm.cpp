@@ -11,9 +11,8 @@ using namespace penta::lab;
 using namespace penta::testing;
 
 TEST_SUITE("ch10 np1") {
-    TEST_CASE("gpu gemm: every rung matches the fp64 reference, partial tiles included") {
-        const std::string why = gpu_unavailable();
-        if (!why.empty()) SKIP_TEST("GPU GEMM ladder: " + why);
+    TEST_CASE("[gpu] gpu gemm: every rung matches the fp64 reference, partial tiles included") {
+        SKIP_GPU_TEST("GPU GEMM ladder", gpu_unavailable());
 #if defined(PENTA_CUDA)
         int ran = 0;
         for (const auto& info : gpu_rungs())
@@ -35,9 +34,9 @@ TEST_SUITE("ch10 np1") {
 #endif
     }
 
-    TEST_CASE("gpu gemm: shapes the rungs cannot load are refused, naming the rule") {
+    TEST_CASE("[gpu] gpu gemm: shapes the rungs cannot load are refused, naming the rule") {
 #if !defined(PENTA_CUDA)
-        SKIP_TEST("GPU GEMM ladder: " + gpu_unavailable());
+        SKIP_GPU_TEST("GPU GEMM ladder", gpu_unavailable());
 #else
         // checked before the device is touched, so this runs in any CUDA build
         CHECK(contains(error_of([] { gpu_gemm(GpuRung::regtile, GemmType::f32, 16, 12, 16, nullptr, nullptr, nullptr, 0); }),

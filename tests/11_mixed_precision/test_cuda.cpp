@@ -99,7 +99,7 @@ const Gemm kLinear[] = {
 
 TEST_SUITE("ch11 np1") {
 
-TEST_CASE("cuda: fp8 tile quantisation on the GPU equals the CPU's bit for bit (codes and scales)") {
+TEST_CASE("[gpu] cuda: fp8 tile quantisation on the GPU equals the CPU's bit for bit (codes and scales)") {
     SKIP_WITHOUT_GPU();
     const int64_t R = 300, C = 200;  // edge tiles both ways
     std::vector<float> x = tiled_values(R, C, 4);
@@ -131,7 +131,7 @@ TEST_CASE("lowp GEMM tolerances: each format's emulation is further from f32 tha
         }
 }
 
-TEST_CASE("cuda: bf16 and f16 GEMMs through cuBLASLt equal the CPU emulation to f32 rounding") {
+TEST_CASE("[gpu] cuda: bf16 and f16 GEMMs through cuBLASLt equal the CPU emulation to f32 rounding") {
     SKIP_WITHOUT_GPU();
     for (DType f : {DType::bf16, DType::f16})
         for (const Gemm& g : kLinear) {
@@ -142,7 +142,7 @@ TEST_CASE("cuda: bf16 and f16 GEMMs through cuBLASLt equal the CPU emulation to 
         }
 }
 
-TEST_CASE("cuda: fp8 GEMMs through cuBLASLt's block-scaled FP8 equal the CPU emulation (Hopper; refused elsewhere)") {
+TEST_CASE("[gpu] cuda: fp8 GEMMs through cuBLASLt's block-scaled FP8 equal the CPU emulation (Hopper; refused elsewhere)") {
     SKIP_WITHOUT_GPU();
     for (const Gemm& g : kLinear) {
         INFO("fp8 " << g.name);
