@@ -13,12 +13,10 @@
 //                             does not depend on K, so it compares with the link's peak bandwidth
 // Each size is timed best of --reps (after one warm-up); each rep starts from a barrier. "sent/S" is the
 // ring's own send counter divided by S: 2(K-1)/K when K divides the element count.
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <functional>
 
 #include "../02_data_parallel/ring_all_reduce.hpp"
+#include "comm_timing.hpp"
 #include "../common/config.hpp"
 #include "../common/ops.hpp"
 #include "../common/runtime.hpp"
@@ -29,21 +27,6 @@
 using namespace penta;
 
 namespace {
-
-// best over reps of the slowest rank's time of one call of op on a buffer of ones
-double best_seconds(Comm& comm, Tensor& x, int64_t reps, const std::function<void()>& op) {
-    double best = 1e30;
-    for (int64_t r = -1; r < reps; r++) {  // r = -1: warm-up, not counted
-        fill(x, 1.0f);
-        comm.barrier();
-        auto t0 = std::chrono::steady_clock::now();
-        op();
-        const double local = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const double slowest = comm.all_reduce_scalar(local, ReduceOp::max);
-        if (r >= 0) best = std::min(best, slowest);
-    }
-    return best;
-}
 
 int bench(int argc, char** argv) {
     int64_t reps = 5, max_mib = 64;
@@ -76,15 +59,16 @@ int bench(int argc, char** argv) {
                 std::printf("%8s  %-34s %9.3f %11.3f %11.3f %7s\n", label, algorithm, t * 1e3, S / t * 1e-9,
                             S / t * bus * 1e-9, sent);
         };
+        auto ones = [&] { fill(x, 1.0f); };  // each rep sums a buffer of ones
         comm->reset_counters();
-        const double ring = best_seconds(*comm, x, reps, [&] { ring_all_reduce(*comm, x); });
+        const double ring = best_seconds(*comm, reps, [&] { ring_all_reduce(*comm, x); }, ones);
         const std::string sent = strfmt("%.3f", comm->counters().bytes[(int)CommOp::send] / double(reps + 1) / S);
         row("ring from send/recv (ch02)", ring, sent.c_str());
-        row("comm.all_reduce (MPI_Iallreduce)", best_seconds(*comm, x, reps, [&] { comm->all_reduce(x); }), "-");
+        row("comm.all_reduce (MPI_Iallreduce)", best_seconds(*comm, reps, [&] { comm->all_reduce(x); }, ones), "-");
 #if defined(PENTA_MPI)
-        row("MPI_Allreduce (blocking)", best_seconds(*comm, x, reps, [&] {
+        row("MPI_Allreduce (blocking)", best_seconds(*comm, reps, [&] {
                 MPI_Allreduce(MPI_IN_PLACE, x.data(), (int)x.numel(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-            }), "-");
+            }, ones), "-");
 #endif
     }
     return 0;

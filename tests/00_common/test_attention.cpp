@@ -283,6 +283,7 @@ TEST_CASE("attention over two key halves merged with lse equals attention over a
             Tensor acc_out = Tensor::from_host(std::vector<float>(o1.size(), NAN), in.q.shape, Device::cpu);
             Tensor acc_lse = Tensor::from_host(std::vector<float>(l1.size(), -INFINITY), full.lse.shape, Device::cpu);
             for (int p = 1; p >= 0; p--) attention_merge(acc_out, acc_lse, fp[p].out, fp[p].lse);
+            // playbook: 000.07.6 — the lse merge of two key halves = attention over all keys
             check_close(acc_out.to_host(), full.out.to_host(), 1e-5, 1e-6, "attention_merge out " + what);
             check_lse(acc_lse.to_host(), full.lse.to_host(), 1e-5, "attention_merge lse " + what);
 
@@ -352,6 +353,7 @@ TEST_CASE("attention tiled forward holds a tile of scores, naive the whole (Tq, 
     const int64_t scores_bytes = c.Tq * c.Tk * (int64_t)sizeof(float);
     const int64_t naive = workspace_peak(false), tiled = workspace_peak(true);
     CHECK(naive >= scores_bytes);
+    // playbook: 000.02.15 003.5.3 000.12.4 — the tiled kernel's workspace peak is under 1/8 of the (Tq, Tk) scores
     CHECK(tiled * 8 < scores_bytes);
 }
 

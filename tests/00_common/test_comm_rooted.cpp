@@ -46,6 +46,7 @@ void reduce_sums_on_the_root() {
             comm->reduce(in, out, root);
             const std::string what = strfmt("reduce M=%lld K=%d root=%d", (long long)M, K, root);
             if (r == root) {
+                // playbook: 000.A.2 — the root's output = the element-wise sum over ranks
                 check_close(out.to_host(), values(M, [&](int64_t i) {
                                 float s = 0;
                                 for (int q = 0; q < K; q++) s += value(q, i);
@@ -84,6 +85,7 @@ void gather_concatenates_on_the_root() {
                 const std::string what =
                     strfmt("gather %s M=%lld K=%d root=%d", dtype_name(dt), (long long)M, K, root);
                 if (r == root)
+                    // playbook: 000.A.4 — the root's output = the parts in rank order
                     check_close(out.to_host(), values(M, [&](int64_t i) { return value(owner(M, K, i), i); }), 0, 0,
                                 what);
                 else
@@ -101,6 +103,7 @@ void scatter_gives_each_rank_its_part() {
             Tensor out = make(part_count(M, K, r), [](int64_t) { return 99.0f; });
             comm->scatter(in, out, root);
             const int64_t start = part_start(M, K, r);
+            // playbook: 000.A.6 — rank r receives part r
             check_close(out.to_host(), values(part_count(M, K, r), [&](int64_t j) { return value(root, start + j); }),
                         0, 0, strfmt("scatter M=%lld K=%d root=%d", (long long)M, K, root));
         }

@@ -49,6 +49,7 @@ uint8_t fp8_nearest(float x, float (*decode)(uint8_t), uint8_t max_code, float v
 TEST_SUITE("ch00 np1") {
 
 TEST_CASE("bf16 conversion: exact values, ties to even, subnormals, overflow, NaN") {
+    // playbook: 000.12.6 003.6.2 — bf16's layout: 1 sign, 8 exponent (f32's range), 7 mantissa bits
     CHECK(f32_to_bf16(1.0f) == 0x3F80);
     CHECK(f32_to_bf16(-2.0f) == 0xC000);
     CHECK(f32_to_bf16(0.0f) == 0x0000);
@@ -89,6 +90,7 @@ TEST_CASE("bf16 conversion matches the add-and-truncate rounding of every framew
 }
 
 TEST_CASE("f16 conversion: exact values, ties to even, subnormals, overflow, NaN") {
+    // playbook: 000.12.6 — f16's layout: 5 exponent, 10 mantissa bits, overflow at 65520
     CHECK(f32_to_f16(1.0f) == 0x3C00);
     CHECK(f32_to_f16(-0.0f) == 0x8000);
     CHECK(f32_to_f16(0.1f) == 0x2E66);
@@ -118,6 +120,7 @@ TEST_CASE("f16 conversion: exact values, ties to even, subnormals, overflow, NaN
 }
 
 TEST_CASE("e4m3 conversion: OCP FP8 values, rounding, subnormals and saturation") {
+    // playbook: 000.12.6 — e4m3's values and saturation at 448
     CHECK(f32_to_e4m3(1.0f) == 0x38);
     CHECK(f32_to_e4m3(0.5f) == 0x30);
     CHECK(f32_to_e4m3(240.0f) == 0x77);
@@ -165,6 +168,7 @@ TEST_CASE("e4m3 conversion: OCP FP8 values, rounding, subnormals and saturation"
 }
 
 TEST_CASE("e5m2 conversion: OCP FP8 values, rounding, subnormals and saturation") {
+    // playbook: 000.12.6 — e5m2's values
     CHECK(f32_to_e5m2(1.0f) == 0x3C);
     CHECK(f32_to_e5m2(-0.0f) == 0x80);
     CHECK(f32_to_e5m2(1.125f) == 0x3C);  // tie -> even mantissa 00
@@ -221,6 +225,7 @@ TEST_CASE("every non-NaN code of every narrow dtype round-trips through f32") {
         if (!std::isnan(bf16_to_f32(h)) && f32_to_bf16(bf16_to_f32(h)) != h) bad++;
         if (!std::isnan(f16_to_f32(h)) && f32_to_f16(f16_to_f32(h)) != h) bad++;
     }
+    // playbook: 000.12.6 — every code of every narrow format round-trips
     CHECK(bad == 0);
     int nan4 = 0, nan5 = 0;
     for (uint32_t c = 0; c < 256; c++) {
@@ -360,6 +365,7 @@ TEST_CASE("allocator counts exactly the bytes of each tag; views allocate nothin
     CHECK(st.peak[optim] == cur0);
     {
         Tensor a = Tensor::empty({3, 5}, DType::f32, Device::cpu, Tag::optim);
+        // playbook: 000.02.3 — a tag's current bytes = exactly the tensors' bytes
         CHECK(st.current[optim] == cur0 + 60);
         CHECK(st.total_current == total0 + 60);
         CHECK(st.current[grads] == grads0);
@@ -434,6 +440,7 @@ TEST_CASE("watchdog: a wait that ends before the deadline returns and counts its
     set_comm_timeout(60);
     int polls = 0;
     wait_until([&] { return ++polls == 1000; }, [] { return std::string("a test wait"); });
+    // playbook: 003.7.4 — a wait under the watchdog returns before its deadline and counts its time
     CHECK(polls == 1000);
     CHECK(comm_blocked_seconds() >= blocked);
     wait_until([] { return true; }, [] { return std::string("done at once"); });  // no clock read, no time

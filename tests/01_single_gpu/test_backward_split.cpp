@@ -142,6 +142,7 @@ TEST_CASE("backward split: every B then every W equals the fused backward bitwis
     for (bool tied : {false, true})
         for (AttentionKernel k : {AttentionKernel::naive, AttentionKernel::flash})
             for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full, Recompute::offload})
+                // playbook: 000.08.7 — every B then every W = the fused backward, bitwise
                 check_case(Case{tied, k, r, whole});
 }
 

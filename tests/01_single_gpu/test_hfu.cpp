@@ -24,6 +24,7 @@ TEST_CASE("HFU: the recomputed FLOPs of a GPT-shaped layer equal the playbook's 
     REQUIRE(layer == 12 * h * h);
     const double tokens = (double)(b * s);
     // full, naive kernel: the block's forward again, probabilities kept by the rerun
+    // playbook: 003.5.5 — recomputed FLOPs of a GPT-shaped layer: the playbook's count (full), half of it (selective)
     CHECK(recompute_flops_per_token(Recompute::full, true, layer, 1, h, s) * tokens ==
           doctest::Approx(playbook_recompute_flops_per_layer(Recompute::full, s, b, h)));
     // selective: the backward rebuilds P = softmax(Q K^T) from q, k and the lse — Q K^T only (2 b s^2 h); the
@@ -78,6 +79,8 @@ TEST_CASE("HFU: one step's counted FLOPs are the model's (none) plus recompute_f
             INFO(std::string(mode) << ", " << std::string(kernel) << ": counted " << c.total() << " FLOPs (linear " << c.linear
                                    << ", attention " << c.attention << "), model " << model << " + recompute " << extra
                                    << "; vs none " << (double)c.total() / counted_none);
+            // playbook: 000.01.2 000.02.11 000.02.12 000.02.14 003.5.2 003.5.5 — a step's FLOPs counted by the ops =
+            //   the model's + recompute_flops_per_token x tokens
             CHECK((double)c.total() == model + extra);  // naive: none adds 0, so the differences are the formula's
             CHECK(loop.log.flops_per_token * tokens == model);  // the MFU numerator of every chapter's step line
             // the linear layers alone: 6 N (forward, input and weight gradients), and a layer's forward again (full)
@@ -97,6 +100,7 @@ TEST_CASE("HFU: one step's counted FLOPs are the model's (none) plus recompute_f
     m.backward(a);
     const double mb_tokens = (double)(plan.micro_batch * plan.seq);
     CHECK((double)forward == (2.0 * (double)matmul_params + 4.0 * (double)(mc.n_layers * h * plan.seq)) * mb_tokens);
+    // playbook: 000.B.4 — a forward is (2N + 4LhT) a token, its backward exactly twice that
     CHECK(counted_flops().total() - forward == 2 * forward);
 }
 
@@ -119,6 +123,7 @@ TEST_CASE("HFU: printed beside MFU when recomputation runs, by the ratio of hard
     StepLog log(cfg);
     CHECK(log.line(r).find("MFU 0.4% | HFU 0.6%") != std::string::npos);
     const auto j = nlohmann::json::parse(log.json_line(r));
+    // playbook: 000.02.14 003.5.5 — HFU = MFU x hardware / model FLOPs
     CHECK(j["hfu"].get<double>() == doctest::Approx(1.5 * j["mfu"].get<double>()));
     // a record that carries the FLOPs its rank's ops counted: HFU from them (per device: 4e9 in 0.5 s at 1e12)
     r.hardware_flops = 4e9;

@@ -153,6 +153,8 @@ TEST_CASE("model: activation bytes held after forward equal formulas.hpp exactly
             Model m(cfg, Device::cpu, 3, options(r, k));
             const int64_t before = activation_bytes_now();
             MicroBatchActs acts = m.forward(b.tokens, b.targets, kB, kT, b.n_targets);
+            // playbook: 000.01.2 000.02.9 000.02.15 000.B.1 003.5.2 — the bytes a forward keeps, by the allocator, =
+            //   the formula for every recompute mode and kernel
             CHECK(activation_bytes_now() - before == llama_activation_bytes(cfg, r, k, kB, kT));
             m.backward(acts);
             CHECK(activation_bytes_now() == before);  // backward frees what forward saved
@@ -180,6 +182,7 @@ TEST_CASE("model: 4 micro-batches of 1 sequence accumulate the gradient of 1 mic
     CHECK(loss == doctest::Approx(ref_loss).epsilon(1e-6));
     double gmax = 0;
     for (float v : ref) gmax = std::max(gmax, (double)std::fabs(v));
+    // playbook: 000.02.16 — 4 accumulated micro-batches' gradients = 1 micro-batch of 4
     check_close(accum.grads().to_host(), ref, 1e-6, 1e-6 * gmax, "accumulated vs whole-batch gradients");
 }
 
@@ -272,6 +275,7 @@ TEST_CASE("model config: presets, parameter counts, formulas") {
     CHECK(preset("smollm-135m").n_params() == 134515008);
     CHECK(preset("smollm-360m").n_params() == 361821120);
     CHECK(preset("llama3.2-1b").n_params() == 1235814400);
+    // playbook: 000.02.5 — our Llama's exact parameter count
     CHECK(preset("llama3-8b").n_params() == 8030261248);
     CHECK(preset("llama3-70b").n_params() == 70553706496);
     CHECK(contains(error_of([] { preset("gpt5"); }), "llama3-8b"));

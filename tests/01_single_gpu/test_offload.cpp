@@ -101,6 +101,7 @@ TEST_CASE("offload: bitwise the training of recompute none; the device keeps one
         CHECK(none.host_peak == 0);
         CHECK(none.moved.bytes_to_host == 0);
         // offload: one micro-batch in flight, so the host holds exactly its L layers at the peak...
+        // playbook: 003.5.4 — offload: the host holds L x the layer's bytes, the device one layer
         CHECK(off.host_peak == cfg.n_layers * layer);
         // ...and the device at most one layer being computed (or back for its backward) and the head
         CHECK(off.act_peak <= layer + head);

@@ -148,6 +148,7 @@ TEST_CASE("AdamW with fp32 master weights: bf16 weights are the rounding of an f
         mixed.step(1e-2f, 1.0f);
     }
     // the master took exactly the f32 steps; the weights are its bf16 rounding
+    // playbook: 000.12.7 003.6.1 — the master takes exactly the f32 steps; the bf16 weights are its rounding
     check_close(mixed.master.to_host(), ref_p.to_host(), 0, 0, "fp32 master vs plain f32 AdamW");
     std::vector<float> rounded = Tensor::from_host(ref_p.to_host(), {n}, Device::cpu, Tag::workspace, DType::bf16).to_host();
     check_close(bf.to_host(), rounded, 0, 0, "bf16 weights == bf16(master)");
@@ -215,6 +216,7 @@ TEST_CASE("LR schedule: the values of steps 1 ... total with warmup 0 and warmup
 
 TEST_CASE("model FLOPs per token, GPU peak table, units") {
     // 6N + 12 L h T: N = 1e6, L = 4, h = 256, T = 128
+    // playbook: 000.02.14 000.B.4 — MFU's numerator 6N + 12LhT a token
     CHECK(model_flops_per_token(1000000, 4, 256, 128) == doctest::Approx(6e6 + 12.0 * 4 * 256 * 128));
     CHECK(gpu_peak_flops("NVIDIA H100 80GB HBM3", DType::bf16) == 989e12);
     CHECK(gpu_peak_flops("NVIDIA H200", DType::bf16) == 989e12);

@@ -128,6 +128,7 @@ TEST_CASE("training step: the stage link shares the loss; gradient accumulation 
     }
     CHECK(four.global_tokens == one.global_tokens);
     CHECK(std::abs(four.loss - one.loss) <= 1e-6 * one.loss);
+    // playbook: 000.02.1 — gradient accumulation: 4 micro-batches give one batch's loss and grad norm
     CHECK(std::abs(four.grad_norm - one.grad_norm) <= 1e-5 * one.grad_norm);
 
     Model m(cfg, Device::cpu, 3);
@@ -160,6 +161,7 @@ TEST_CASE("micro-batches: a sharder picks the held tokens, their targets and pos
     CHECK(half_targets == second_half_targets);
     for (int a = 0; a < 2; a++) {
         CHECK(half[a].index == a);
+        // playbook: 000.B.1 — a micro-batch holds seq x mbs tokens
         CHECK(half[a].T == 8);
         CHECK(half[a].positions.to_host_i32() == std::vector<int32_t>{8, 9, 10, 11, 12, 13, 14, 15});
         const std::vector<int32_t> tok = half[a].tokens.to_host_i32(), tg = half[a].targets.to_host_i32();

@@ -88,6 +88,7 @@ void all_reduce_sum_and_max() {
                 Tensor x = make(dt, M, [&](int64_t i) { return value(r, i, 1); });
                 comm->all_reduce(x, op);
                 auto want = expected(M, [&](int64_t i) { return op == ReduceOp::sum ? rank_sum(K, i, 1) : rank_max(K, i, 1); });
+                // playbook: 000.A.3 — every rank ends with the element-wise sum (max)
                 check_close(x.to_host(), want, 0, 0, what(op == ReduceOp::sum ? "all_reduce sum" : "all_reduce max", dt, M, K));
             }
 }
@@ -102,6 +103,7 @@ void reduce_scatter_sums_each_part() {
             Tensor out = make(dt, part_count(M, K, r), [](int64_t) { return 99.0f; });
             comm->reduce_scatter(in, out);
             auto want = expected(part_count(M, K, r), [&](int64_t j) { return rank_sum(K, start + j, 2); });
+            // playbook: 000.04.5 000.A.7 — rank r ends with the sum of its part only
             check_close(out.to_host(), want, 0, 0, what("reduce_scatter", dt, M, K));
             check_close(in.to_host(), expected(M, [&](int64_t i) { return value(r, i, 2); }), 0, 0,
                         what("reduce_scatter leaves its input alone", dt, M, K));
@@ -117,6 +119,7 @@ void all_gather_concatenates_parts() {
             Tensor in = make(dt, part_count(M, K, r), [&](int64_t j) { return value(r, start + j, 3); });
             Tensor out = make(dt, M, [](int64_t) { return 99.0f; });
             comm->all_gather(in, out);
+            // playbook: 000.A.5 — every rank ends with the parts concatenated
             check_close(out.to_host(), expected(M, [&](int64_t i) { return value(owner(M, K, i), i, 3); }), 0, 0,
                         what("all_gather", dt, M, K));
         }
@@ -153,6 +156,7 @@ void broadcast_from_each_root() {
             for (int64_t M : kSizes) {
                 Tensor x = make(dt, M, [&](int64_t i) { return value(r, i, 5); });
                 comm->broadcast(x, root);
+                // playbook: 000.A.1 — every rank ends with the root's buffer
                 check_close(x.to_host(), expected(M, [&](int64_t i) { return value(root, i, 5); }), 0, 0,
                             what(strfmt("broadcast from root %d", root).c_str(), dt, M, K));
             }
@@ -264,6 +268,7 @@ void barrier_waits_for_everyone() {
         std::fclose(std::fopen(strfmt("%s/%d_%d", dir.c_str(), round, r).c_str(), "w"));
         comm->barrier();
         for (int q = 0; q < K; q++)
+            // playbook: 000.A.9 — every rank's file of the round exists when any rank leaves the barrier
             CHECK_MESSAGE(access(strfmt("%s/%d_%d", dir.c_str(), round, q).c_str(), F_OK) == 0,
                           "round " << round << ": rank " << q << "'s file is missing after the barrier");
     }
@@ -368,6 +373,7 @@ void counters_follow_ring_accounting() {
     CHECK(bytes(CommOp::all_reduce) == 4 * f * B);
     CHECK(calls(CommOp::all_reduce) == 2);
     comm->reduce_scatter(x, part);
+    // playbook: 000.04.4 — a reduce-scatter counts (K-1)/K·M, half an all-reduce's 2(K-1)/K·M
     CHECK(bytes(CommOp::reduce_scatter) == f * B);  // M counts the whole buffer, not the part
     comm->all_gather(part, x);
     CHECK(bytes(CommOp::all_gather) == f * B);
@@ -458,6 +464,7 @@ void ring_all_reduce_equals_all_reduce() {
             auto xq = random_tensor(shape, 100 + q).to_host();
             for (int64_t i = 0; i < M; i++) sum[i] += xq[i];
         }
+        // playbook: 000.A.8 — the ring from send/recv = the sum
         check_close(x.to_host(), std::vector<float>(sum.begin(), sum.end()), 1e-5, 1e-6, name + " vs double sum");
     }
     Tensor ints = Tensor::from_host_i32({1, 2}, {2}, Device::cpu);
@@ -480,6 +487,7 @@ void ring_all_reduce_sends_ring_bytes() {
         const std::string name = strfmt("ring_all_reduce M=%lld K=%d", (long long)M, K);
         const int64_t elems = K == 1 ? 0 : 2 * M - part_count(M, K, r) - part_count(M, K, (r + 1) % K);
         CHECK_MESSAGE(sent == 4.0 * elems, name << ": sent " << sent << " bytes");
+        // playbook: 000.03.1 000.A.8 003.1.2 — each rank sends 2(K-1)/K·M bytes
         if (M % K == 0) CHECK_MESSAGE(sent == 2.0 * (K - 1) / K * 4 * M, name << ": sent " << sent << " bytes");
         CHECK(comm->all_reduce_scalar(sent) == 2.0 * (K - 1) * 4 * M);
         CHECK(c.calls[(int)CommOp::send] == 2 * (K - 1));

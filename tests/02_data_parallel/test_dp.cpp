@@ -172,6 +172,8 @@ void check_equivalence(int expected_ranks) {
 TEST_SUITE("ch02 np2") {
 
 TEST_CASE("data parallel on 2 ranks trains like one rank: naive/bucketed x grad-accum 1/3 x no_sync on/off") {
+    // playbook: 000.02.16 000.03.1 000.03.4 003.1.1 — dp 2 trains like one rank; bytes per step = reductions x
+    //   2(K-1)/K·M, one reduction a step with no_sync
     check_equivalence(2);
 }
 
@@ -186,6 +188,7 @@ TEST_CASE("data parallel with tied embeddings: the embedding's bucket waits for 
     const Run got = dp_run(c, *data, eager, 3, DataParallelOptions{DpMode::bucketed, 0, true});
     REQUIRE(got.buckets.size() == (size_t)c.n_layers + 2);
     CHECK(got.buckets.front().first_unit == (int)c.n_layers + 1);  // the head finishes first
+    // playbook: 000.03.2 — the embedding's bucket (tied) is reduced last, after the embedding backward
     CHECK(got.buckets.back().first_unit == 0);                      // the embedding last
     check_same_training(got, ref, c, 1e-5, "tied, one bucket per unit");
 }
@@ -218,6 +221,8 @@ TEST_CASE("data parallel plan: each rank reads its own rows of the global batch;
     cfg.micro_batch = 3;
     cfg.grad_accum = 2;
     BatchPlan p = data_parallel_plan(cfg, *world);
+    // playbook: 000.02.1 000.11.3 003.4.4 003.1.1 — global batch = dp x grad_acc x micro-batch; sums (the loss's
+    //   denominator) run over the group
     CHECK(p.global_batch == 6 * world->size());
     CHECK(p.first_row == 6 * world->rank());
     CHECK(p.batch_group == world.get());
@@ -236,6 +241,7 @@ TEST_CASE("data parallel buckets: backward order, contiguous, whole units, about
         int next_unit = layout.head_unit();
         for (size_t i = 0; i < b.size(); i++) {
             CHECK(b[i].last_unit == next_unit);
+            // playbook: 000.03.3 — buckets in backward order, contiguous, whole units, about bucket_mb each
             CHECK(b[i].offset + b[i].numel == end);
             CHECK(b[i].units == b[i].last_unit - b[i].first_unit + 1);
             // closed as soon as it reaches the cap: without its first (lowest) unit it was below it
@@ -257,6 +263,7 @@ TEST_CASE("data parallel buckets: backward order, contiguous, whole units, about
 TEST_SUITE("ch02 np4") {
 
 TEST_CASE("data parallel on 4 ranks trains like one rank: naive/bucketed x grad-accum 1/3 x no_sync on/off") {
+    // playbook: 000.03.4 — the same on 4 ranks
     check_equivalence(4);
 }
 

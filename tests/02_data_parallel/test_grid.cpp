@@ -29,6 +29,7 @@ TEST_CASE("grid_coords and grid_rank: inverse, tp fastest, pp slowest") {
             CAPTURE(s.str());
             CAPTURE(rank);
             CHECK(grid_rank(s, c) == rank);
+            // playbook: 000.05.7 000.10.6 003.4.3 — rank = tp + tp·(cp + cp·(dp + dp·pp)): tp fastest, pp slowest
             CHECK(rank == c.tp + s.tp * (c.cp + s.cp * (c.dp + s.dp * c.pp)));
             CHECK((c.tp < s.tp && c.cp < s.cp && c.dp < s.dp && c.pp < s.pp));
             const int d = c.cp + s.cp * c.dp;  // position in the dp × cp plane
@@ -46,6 +47,7 @@ TEST_CASE("validate_grid: errors name the flags, the values and the rule") {
     validate_grid({2, 2, 1, 2, 1}, 8, &tiny);
     validate_grid({4, 1, 2, 1, 8}, 8, nullptr);
     std::string e = error_of([] { validate_grid({2, 1, 1, 2, 1}, 8, nullptr); });
+    // playbook: 003.4.4 — N = t·p·d (× cp): the product must be the world
     CHECK(contains(e, "--dp 2 × --pp 1 × --cp 1 × --tp 2 = 4 ranks, but the job has 8"));
     e = error_of([&] { validate_grid({1, 1, 1, 4, 1}, 4, &tiny); });
     CHECK(contains(e, "--tp 4 must divide the model's 2 key/value heads (tiny)"));

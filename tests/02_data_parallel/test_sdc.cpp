@@ -109,6 +109,7 @@ TEST_CASE("SDC check: two replicas that disagree are reported, and the check say
 TEST_SUITE("ch02 np3") {
 TEST_CASE("SDC check: three replicas that train normally agree at every check") { replicas_that_train_normally_agree(); }
 TEST_CASE("SDC check: a bit flipped on one replica is caught at the next check and the rank named") {
+    // playbook: 003.7.6 — the flipped replica is caught at the next check and named
     a_flipped_bit_is_caught_and_the_rank_named(1);
 }
 }

@@ -20,9 +20,11 @@ head -c 4096 /dev/zero >"$TMP/zeros.bin"
 run=($MPIRUN -np 4 "$BIN/02_data_parallel" --dp 4 --model tiny --data "raw:$TMP/zeros.bin" --seq 16 --micro-batch 2
      --warmup 1 --eval-every 0 --log-every 4)
 
+# playbook: 003.7.4 — a hung rank ends the job within 60 s, naming the collective and the rank
 expect_fail "rank 2 hangs in step 3: the job ends within 60 s naming the all-reduce on dp and rank 2" 60 \
     "watchdog: all_reduce on group dp (4 ranks: world ranks 0 1 2 3) && did not arrive: rank 2 (no word" \
     "${run[@]}" --steps 5 --inject-hang 2:3 --comm-timeout 5
+# playbook: 003.7.5 — the step log names the straggler
 expect_ok "rank 1 pauses 1 s in step 9: the step log names it as the straggler" 60 \
     "straggler: step 9 took && rank 1 worked longest" "${run[@]}" --steps 12 --inject-hang 1:9:1
 expect_summary

@@ -146,6 +146,8 @@ void check_traffic_ratio(Comm& dp) {
 TEST_SUITE("ch03 np2") {
     TEST_CASE("ZeRO-1/2/3 train exactly like one rank, untied, dp 2") {
         auto dp = make_world_comm(CommBackend::mpi);
+        // playbook: 000.02.6 000.04.2 000.04.3 000.04.7 003.2.1 — each stage trains like one rank; params/grads/optim
+        //   bytes by the allocator = zero_model_state_bytes_fp32; bytes a step = zero_step_bytes
         check_all_stages(*dp, Spec{false, 2, 1, 5});
     }
 
@@ -156,12 +158,14 @@ TEST_SUITE("ch03 np2") {
 
     TEST_CASE("ZeRO-3 sends exactly 1.5x ZeRO-1's bytes (tied); untied, the embedding's backward gather is saved") {
         auto dp = make_world_comm(CommBackend::mpi);
+        // playbook: 000.04.1 000.04.7 003.2.2 — ZeRO-3's bytes a step = 1.5 x ZeRO-1's (3Ψ vs 2Ψ), tied
         check_traffic_ratio(*dp);
     }
 
     TEST_CASE("ZeRO-3 under full recomputation (backward reruns each block on the gathered weights) and under offload") {
         auto dp = make_world_comm(CommBackend::mpi);
         Spec s{true, 2, 1, 3, Recompute::full};
+        // playbook: 000.04.9 — ZeRO-3 under full recomputation trains like one rank, bytes = formula
         check_stage(s, ZeroStage::zero3, *dp, reference_run(s, dp->size()));
         s.recompute = Recompute::offload;  // gathered weights, activations parked on the host
         check_stage(s, ZeroStage::zero3, *dp, reference_run(s, dp->size()));
@@ -174,6 +178,8 @@ TEST_SUITE("ch03 np2") {
         auto data = make_dataset("addition", kSeed, kByteVocab);
         const CommCounters t = train_zero(s, ZeroStage::zero3, *dp, *data).traffic;
         const int64_t units = c.n_layers + 2;
+        // playbook: 000.04.9 000.04.10 — all-gathers a step: every unit forward, every unit but the untied embedding
+        //   backward
         CHECK(t.calls[(int)CommOp::all_gather] == units + (units - 1));  // forward all, backward all but the embedding
         CHECK(t.calls[(int)CommOp::reduce_scatter] == units);
     }
@@ -190,6 +196,7 @@ TEST_SUITE("ch03 np2") {
         gp.release(1, false);
         CHECK(!gp.idle());         // unit 2 is in flight (or arrived)
         Tensor w2 = gp.acquire(2, -1);
+        // playbook: 000.04.10 — a released unit is gathered again; `again` keeps one (a tied head)
         CHECK(gp.gathers() == 2);  // the prefetched gather served it: no new one
         gp.release(2, false);
         CHECK(gp.idle());
@@ -234,6 +241,7 @@ TEST_SUITE("ch03 np2") {
         const CommCounters t = dp->counters() - before;
         // each of the stage's 2 units gathered once per forward and once per backward: nothing else (the
         // absent layer 0 and embedding never), every prefetch used
+        // playbook: 000.04.9 000.10.2 — a pipeline stage's ZeRO-3 gathers only its units' weights, once a pass
         CHECK(t.calls[(int)CommOp::all_gather] == 2 * 2 + 2 * 2);
         const double unit_bytes = (double)(m.layout().units[m.layout().layer_unit(1)].numel +
                                            m.layout().units[m.layout().head_unit()].numel) * 4;
@@ -261,12 +269,14 @@ TEST_SUITE("ch03 np2") {
 TEST_SUITE("ch03 np4") {
     TEST_CASE("ZeRO-1/2/3 train exactly like one rank, dp 4, with and without accumulation") {
         auto dp = make_world_comm(CommBackend::mpi);
+        // playbook: 000.04.2 000.04.3 000.04.7 003.2.1 — the same at dp 4
         check_all_stages(*dp, Spec{false, 1, 1, 5});
         check_all_stages(*dp, Spec{true, 1, 2, 5});
     }
 
     TEST_CASE("ZeRO-3 sends exactly 1.5x ZeRO-1's bytes (tied), dp 4") {
         auto dp = make_world_comm(CommBackend::mpi);
+        // playbook: 000.04.1 000.04.3 — the same at dp 4
         check_traffic_ratio(*dp);
     }
 

@@ -134,6 +134,7 @@ TEST_SUITE("ch03 np2") {
                          << clock.exposed << " ticks");
         CHECK(clock.late == 1);  // the embedding: nothing before it could fetch it
         CHECK(clock.on_time == units - 1);
+        // playbook: 000.04.11 003.2.4 — logical clock: with prefetch only the first unit of a pass waits
         CHECK(clock.exposed == kGather);  // without prefetch: units · kGather
         m.backward(a);
         hooks.finish_gradients();
@@ -197,6 +198,8 @@ TEST_SUITE("ch03 np2") {
                           << ", two " << 4 * two << ")");
                 CHECK(clock.late == (prefetch ? 1 : units));  // with prefetch the embedding only: nothing before it
                 CHECK(clock.exposed == (prefetch ? 1 : units) * kGather);
+                // playbook: 000.04.11 000.04.15 003.2.3 — peak gathered bytes = current + prefetched unit; exposed
+                //   waits with vs without
                 CHECK(forward_peak == 4 * (prefetch ? two : one));  // current + prefetched unit, or one at a time
             }
             const int late_f = clock.late;
@@ -238,6 +241,7 @@ TEST_SUITE("ch03 np2") {
                                                          << clock.exposed << " after step 2");
             if (defer) {
                 CHECK(after_first == 0);                // step 1's gathers left in flight
+                // playbook: 000.04.6 — logical clock: deferred ZeRO-1 gathers expose only the first unit's
                 CHECK(clock.exposed == kGather);        // step 2's forward waits for the embedding only
             } else {
                 CHECK(after_first == units * kGather);  // every unit's gather waited for, nothing computing

@@ -19,5 +19,6 @@ z3=($MPIRUN -np 4 "$BIN/03_zero" --dp 4 --zero 3 --micro-batch 1 "${common[@]}")
 ckpt_run "ZeRO-3 dp 4: 10 steps, saved at 5" 400 "${z3[@]}" --save "$TMP/z3" --save-every 5 --log-jsonl "$TMP/z3.jsonl"
 ckpt_run "ZeRO-3 dp 4 -> tp 2 x dp 2: resumed from step 5" 400 $MPIRUN -np 4 "$BIN/04_tensor_parallel" --tp 2 --dp 2 \
     --micro-batch 2 "${common[@]}" --resume "$TMP/z3/step_000005" --log-jsonl "$TMP/z3_tpdp.jsonl"
+# playbook: 003.7.3 — resumed in another layout (ZeRO-3 dp 4 -> tp 2 × dp 2): steps 6-10 within 1e-5
 ckpt_compare "ZeRO-3 dp 4 -> tp 2 x dp 2: steps 6-10 within 1e-5" "$TMP/z3.jsonl" "$TMP/z3_tpdp.jsonl" 1e-5
 expect_summary

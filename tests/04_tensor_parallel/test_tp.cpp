@@ -133,11 +133,14 @@ TEST_SUITE("ch04 np2") {
     TEST_CASE("TP column-parallel then row-parallel linear (f ... g) equals the unsharded pair, fwd and bwd") {
         ParallelGrid g = tp_grid(tp_config(64), 2);
         TensorParallel b(g.tp());
+        // playbook: 000.05.1 — column then row split = the unsharded pair, forward and backward (the row output
+        //   all-reduced)
         check_column_row_pair(b, false);
     }
     TEST_CASE("TP head-split attention (column-parallel q/k/v, GQA heads per rank, row-parallel o) equals the full") {
         ParallelGrid g = tp_grid(tp_config(64), 2);
         TensorParallel b(g.tp());
+        // playbook: 000.05.2 — q/k/v column, o row: = the full attention
         check_head_split_attention(b, false);
     }
     TEST_CASE("TP vocab-parallel embedding equals the full table, fwd and bwd (vocab 9: one padding row)") {
@@ -173,6 +176,7 @@ TEST_SUITE("ch04 np2") {
                 ParallelGrid g = tp_grid(cfg, 2);
                 TensorParallel b(g.tp());
                 INFO("vocab " << V << (tied ? " tied" : " untied"));
+                // playbook: 000.05.2 — a model step's loss, every gathered gradient and logits = one rank's
                 check_model_step(cfg, b, Recompute::none);
             }
         LlamaConfig cfg = tp_config(64);
@@ -193,12 +197,15 @@ TEST_SUITE("ch04 np2") {
     TEST_CASE("TP bytes per layer (forward + backward) == 8(t-1)/t·s·b·h elements, t = 2") {
         Layout L;
         L.tp = 2;
+        // playbook: 000.01.2 000.05.4 000.05.5 000.05.6 000.C.3 003.3.1 003.3.2 — bytes a layer (forward + backward)
+        //   = 8(t-1)/t·sbh elements, all-reduces only
         check_layer_traffic(run_layout(tp_config(64), L, 1), L, 32);
     }
     TEST_CASE("TP bad layouts are refused before any work, naming the rule") {
         LlamaConfig cfg = tp_config(64);
         cfg.n_kv_heads = 1;
         std::string e = error_of([&] { tp_grid(cfg, 2); });
+        // playbook: 000.05.3 — tp must divide the kv heads (1 kv head: tp 2 refused)
         CHECK(contains(e, "--tp 2 must divide the model's 1 key/value heads"));
         e = error_of([&] { ParallelGrid(make_world_comm(CommBackend::mpi), GridShape{2, 1, 1, 2}, &cfg); });
         CHECK(contains(e, "= 4 ranks, but the job has 2"));
@@ -247,12 +254,15 @@ TEST_SUITE("ch04 np4") {
             Layout L;
             L.tp = 2, L.dp = 2, L.zero = zero;
             L.micro_batch = 2, L.grad_accum = 2;
+            // playbook: 000.01.2 000.10.4 — tp 2 × dp 2 (ZeRO-0..3) trains like one rank; model state per rank = the
+            //   formula over the tp shard
             check_trains_like_one_rank(cfg, L, 6, 1e-5);
         }
     }
     TEST_CASE("TP bytes per layer == 8(t-1)/t·s·b·h elements: tp 4, and tp 2 × dp 2 (dp traffic not counted)") {
         Layout L;
         L.tp = 4;
+        // playbook: 000.01.2 003.3.1 003.3.2 — the same bytes at tp 4 and tp 2 × dp 2
         check_layer_traffic(run_layout(tp_config(64), L, 1), L, 32);
         L.tp = 2, L.dp = 2;
         check_layer_traffic(run_layout(tp_config(64), L, 1), L, 32);
@@ -260,6 +270,7 @@ TEST_SUITE("ch04 np4") {
     TEST_CASE("TP bad layouts: tp 4 with 2 kv heads, dp × tp != world") {
         LlamaConfig cfg = preset("tiny");  // 2 kv heads
         std::string e = error_of([&] { tp_grid(cfg, 4); });
+        // playbook: 000.05.3 — tp 4 over 2 kv heads refused
         CHECK(contains(e, "--tp 4 must divide the model's 2 key/value heads"));
         e = error_of([&] { ParallelGrid(make_world_comm(CommBackend::mpi), GridShape{1, 1, 1, 2}, &cfg); });
         CHECK(contains(e, "= 2 ranks, but the job has 4"));

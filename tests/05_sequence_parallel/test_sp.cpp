@@ -41,6 +41,7 @@ TEST_SUITE("ch05 np2") {
     TEST_CASE("SP column/row-parallel linear pair and head-split attention with sequence-split input/output equal the unsharded") {
         ParallelGrid g = tp_grid(tp_config(64), 2);
         SequenceParallel b(g.tp());
+        // playbook: 000.06.2 — sequence-split input/output, all-gather in, reduce-scatter out: = the unsharded pair
         check_column_row_pair(b, true);  // and its bytes: what TP's one all-reduce sends
         check_head_split_attention(b, true);
     }
@@ -55,6 +56,7 @@ TEST_SUITE("ch05 np2") {
             ParallelGrid g = tp_grid(cfg, 2);
             SequenceParallel b(g.tp());
             INFO("vocab " << V);
+            // playbook: 000.06.2 — an SP model step = one rank's
             check_model_step(cfg, b, Recompute::none, true);
             check_model_step(cfg, b, Recompute::full, true);
         }
@@ -70,6 +72,8 @@ TEST_SUITE("ch05 np2") {
     TEST_CASE("SP bytes per layer == TP's == 8(t-1)/t·s·b·h; norm-region activations exactly 1/t (t = 2)") {
         Layout L;
         L.tp = 2;
+        // playbook: 000.05.5 000.06.1 003.3.5 — bytes a layer = TP's (all-gathers and reduce-scatters only);
+        //   norm-region activations exactly 1/t
         check_sp_bytes(L, 32);
     }
     TEST_CASE("SP refuses a micro-batch whose token count tp does not divide, and a model not laid out for SP") {
@@ -119,6 +123,7 @@ TEST_SUITE("ch05 np4") {
     TEST_CASE("SP bytes per layer == TP's == formula; norm-region activations exactly 1/t (tp 4, tp 2 × dp 2)") {
         Layout L;
         L.tp = 4;
+        // playbook: 000.06.3 003.3.5 — SP's bytes = TP's at tp 4 and tp 2 × dp 2: nothing halved
         check_sp_bytes(L, 32);
         L.tp = 2, L.dp = 2;
         check_sp_bytes(L, 32);

@@ -14,5 +14,6 @@ ckpt_run "cp 2: 10 steps, saved at 5" 300 $MPIRUN -np 2 "$BIN/06_context_paralle
     --save "$TMP/cp" --save-every 5 --log-jsonl "$TMP/cp.jsonl"
 ckpt_run "cp 2 -> cp 1: resumed from step 5" 300 "$BIN/01_single_gpu" "${common[@]}" --resume "$TMP/cp/step_000005" \
     --log-jsonl "$TMP/cp1.jsonl"
+# playbook: 003.7.3 — resumed in another layout (cp 2 -> cp 1): steps 6-10 within 1e-5
 ckpt_compare "cp 2 -> cp 1: steps 6-10 within 1e-5 of the cp 2 run" "$TMP/cp.jsonl" "$TMP/cp1.jsonl" 1e-5
 expect_summary

@@ -23,6 +23,7 @@ TEST_SUITE("ch06 np2") {
             for (CpShard s : {CpShard::zigzag, CpShard::contiguous}) {
                 CpLayout L;
                 L.attn = a, L.shard = s;
+                // playbook: 000.07.2 — ring and all-gather CP train like one rank: only attention exchanges K/V
                 check_cp_trains_like_one_rank(L, kSteps, kRtol);
             }
     }
@@ -46,6 +47,7 @@ TEST_SUITE("ch06 np2") {
         const int64_t half = llama_activation_bytes(c, Recompute::none, AttentionKernel::flash, L.micro_batch, L.seq / 2);
         const int64_t whole = llama_activation_bytes(c, Recompute::none, AttentionKernel::flash, L.micro_batch, L.seq);
         INFO("measured " << run.saved_activation_bytes << ", formula at s/cp " << half << ", at s " << whole);
+        // playbook: 000.07.1 — a rank keeps exactly the formula's activations at s/cp tokens
         CHECK(run.saved_activation_bytes == half);
         CHECK(2 * half == whole);  // every saved tensor is per token here (flash attention keeps no T x T)
     }

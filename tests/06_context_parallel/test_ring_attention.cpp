@@ -129,6 +129,7 @@ TEST_SUITE("ch06 np1") {
     TEST_CASE("causal work: zig-zag gives every rank 2cp+1 blocks, contiguous gives rank r r+1 (the playbook's imbalance)") {
         for (int P : {2, 4, 8}) {
             for (int r = 0; r < P; r++) {
+                // playbook: 000.07.4 — zig-zag: every rank 2cp+1 causal blocks; contiguous: rank r r+1
                 CHECK(causal_work(ContextSharder(P, r, CpShard::zigzag), r, 16 * P).blocks == 2 * P + 1);
                 CHECK(causal_work(ContextSharder(P, r, CpShard::contiguous), r, 16 * P).blocks == r + 1);
             }
@@ -143,6 +144,8 @@ TEST_SUITE("ch06 np1") {
 TEST_SUITE("ch06 np2") {
     TEST_CASE("ring and all-gather attention on cp 2 equal one rank's: out, lse, dq, dk, dv; bytes = formula") {
         auto world = make_world_comm(CommBackend::mpi);
+        // playbook: 000.07.2 000.07.3 — ring and all-gather = one rank's out, lse, dq, dk, dv; the ring's forward
+        //   sends (cp-1)M
         check_all_variants(*world);
     }
 }

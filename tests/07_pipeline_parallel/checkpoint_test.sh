@@ -25,5 +25,6 @@ ckpt_run "tp 2 x pp 2: resumed from step 5" 400 "${tpp[@]}" --resume "$TMP/tpp/s
 ckpt_compare "tp 2 x pp 2: resumed steps 6-10 equal the uninterrupted run's" "$TMP/tpp.jsonl" "$TMP/tpp_res.jsonl" bitwise
 ckpt_run "tp 2 x pp 2 -> dp 4 ZeRO-1: resumed from step 5" 400 $MPIRUN -np 4 "$BIN/03_zero" --dp 4 --zero 1 \
     --micro-batch 1 "${common[@]}" --resume "$TMP/tpp/step_000005" --log-jsonl "$TMP/tpp_dp4.jsonl"
+# playbook: 003.7.3 — resumed in another layout (tp 2 × pp 2 -> dp 4 ZeRO-1): steps 6-10 within 1e-5
 ckpt_compare "tp 2 x pp 2 -> dp 4 ZeRO-1: steps 6-10 within 1e-5" "$TMP/tpp.jsonl" "$TMP/tpp_dp4.jsonl" 1e-5
 expect_summary

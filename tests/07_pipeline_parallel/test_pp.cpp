@@ -42,6 +42,8 @@ void check_every_schedule(int p, int m) {
 
 TEST_SUITE("ch07 np2") {
     TEST_CASE("pp 2 trains like one rank under every schedule, m = p, 2p and odd") {
+        // playbook: 000.08.1 000.C.4 — every schedule trains like one rank; each stage's bytes a step = the
+        //   activations' closed form
         for (int m : {2, 4, 3}) check_every_schedule(2, m);
     }
     TEST_CASE("pp 2 with an uneven split (3 + 1 layers), with full recomputation and with offload trains like one rank") {
@@ -77,6 +79,7 @@ TEST_SUITE("ch07 np2") {
         REQUIRE(split.grads.size() == (size_t)kSteps);
         for (int s = 0; s < kSteps; s++) {
             CHECK(split.grads[s].size() == fused.grads[s].size());
+            // playbook: 000.08.7 — ZB-H1's B then W = 1F1B's fused backward, bitwise
             CHECK(std::memcmp(split.grads[s].data(), fused.grads[s].data(), fused.grads[s].size() * sizeof(float)) == 0);
             CHECK(split.losses[s] == fused.losses[s]);
             CHECK(split.norms[s] == fused.norms[s]);
@@ -144,6 +147,8 @@ TEST_SUITE("ch07 np4") {
                 PpLayout L;
                 L.dp = 2, L.zero = z, L.schedule = s;
                 if (L.schedule == "interleaved") L.chunks = 2;
+                // playbook: 000.10.2 000.10.3 — pp × dp with ZeRO-1/2 trains like one rank; a stage sends activations
+                //   (bytes = closed form), dp the gradients
                 check_pp_trains_like_one_rank(L, kSteps, kRtol);
             }
         PpLayout T;  // a tied model: the replica's sum over the pair after ZeRO's shards
@@ -154,6 +159,7 @@ TEST_SUITE("ch07 np4") {
         for (bool sp : {false, true}) {
             PpLayout L;
             L.tp = 2, L.sp = sp, L.schedule = sp ? "dualpipe" : "1f1b";
+            // playbook: 000.10.4 — pp 2 × tp 2 (± sp) trains like one rank
             check_pp_trains_like_one_rank(L, kSteps, kRtol);
         }
     }

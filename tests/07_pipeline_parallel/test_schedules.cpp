@@ -123,6 +123,7 @@ TEST_CASE("logical clock: the bubble of every schedule beside its formula, exact
             for (PipeScheduleKind k : {PipeScheduleKind::afab, PipeScheduleKind::one_f_one_b}) {
                 const PipelinePlan P = make_pipeline_plan(k, p, m);
                 const LogicalClock L = clock_of(P);
+                // playbook: 000.08.2 003.4.1 — logical clock: 1F1B's bubble = (p-1)/m exactly
                 for (int r = 0; r < p; r++) CHECK(L.bubble(r) == doctest::Approx(pipeline_bubble_1f1b(p, m)).epsilon(1e-12));
             }
             // ZB-H1 with F = B = W, and with B, F slower than W (the formula holds for W <= F)
@@ -138,6 +139,7 @@ TEST_CASE("logical clock: the bubble of every schedule beside its formula, exact
                 const LogicalClock L = clock_of(make_pipeline_plan(PipeScheduleKind::interleaved, p, m, v));
                 if (m % p == 0)
                     for (int r = 0; r < p; r++)
+                        // playbook: 000.08.4 — logical clock: interleaved bubble = (p-1)/(v·m)
                         CHECK(L.bubble(r) == doctest::Approx(pipeline_bubble_interleaved(p, m, v)).epsilon(1e-12));
                 else {
                     // a short last round idles longer than the formula, by the same time whatever the number of
@@ -154,6 +156,8 @@ TEST_CASE("logical clock: the bubble of every schedule beside its formula, exact
                 const LogicalClock L = clock_of(make_pipeline_plan(PipeScheduleKind::dualpipe, p, m));
                 const LogicalClock zb = clock_of(make_pipeline_plan(PipeScheduleKind::zb1, p, m));
                 for (int r = 0; r < p; r++) {
+                    // playbook: 000.08.9 — logical clock: DualPipe's two streams bring the bubble under its bound and
+                    //   below ZB-H1's
                     CHECK(L.bubble(r) <= pipeline_bubble_dualpipe_bound(p, m, 1, 1, 1) + 1e-12);
                     CHECK(L.bubble(r) < zb.bubble(r));
                 }
@@ -185,6 +189,7 @@ TEST_CASE("logical clock: micro-batches in flight per stage beside the formulas 
             const LogicalClock one = clock_of(make_pipeline_plan(PipeScheduleKind::one_f_one_b, p, m));
             const LogicalClock zb = clock_of(make_pipeline_plan(PipeScheduleKind::zb1, p, m));
             for (int i = 0; i < p; i++) {
+                // playbook: 000.08.3 003.4.2 — logical clock: AFAB holds m micro-batches, 1F1B p - i on stage i
                 CHECK(afab.peak_in_flight[i] == pipeline_in_flight_afab(m));
                 CHECK(one.peak_in_flight[i] == pipeline_in_flight_1f1b(p, i, m));
                 CHECK(zb.peak_in_flight[i] == pipeline_in_flight_zb1(p, m));

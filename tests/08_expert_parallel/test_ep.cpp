@@ -78,6 +78,7 @@ TEST_SUITE("ch08 np2") {
 TEST_CASE("ep 2 trains like one rank: no dropping, dropping with the same per-sequence capacity, bias balancing") {
     const LlamaConfig cfg = moe_config();
     EpLayout L;  // dp 2, ep 2
+    // playbook: 000.09.1 — ep 2 trains like one rank, tokens routed to the experts' ranks
     check_ep_trains_like_one_rank(cfg, L, kSteps, kRtol);
     L.moe.capacity_factor = 0.75;  // copies dropped: the same ones as on one rank
     L.grad_accum = 2;
@@ -91,6 +92,7 @@ TEST_CASE("ep 2 trains like one rank: no dropping, dropping with the same per-se
 }
 
 TEST_CASE("ep 2: all-to-all bytes equal the formula for the measured routing, with and without dropping") {
+    // playbook: 000.09.1 000.09.5 — all-to-all bytes = ep_layer_all_to_all_bytes of the measured routing
     check_all_to_all_bytes(2, 2, 0);
     check_all_to_all_bytes(2, 2, 0.5);
 }
@@ -103,6 +105,7 @@ TEST_CASE("ep 4, ep 2 x dp 2 train like one rank; the experts' gradients summed 
     const LlamaConfig cfg = moe_config();
     EpLayout L;
     L.dp = 4, L.ep = 4;
+    // playbook: 000.09.3 — ep 4, ep 2 × dp 2 train like one rank
     check_ep_trains_like_one_rank(cfg, L, kSteps, kRtol);
     L.ep = 2;  // dp 4: two ep groups of 2, experts replicated over edp groups of 2
     L.micro_batch = 1, L.grad_accum = 2, L.recompute = Recompute::full;
@@ -125,6 +128,7 @@ TEST_CASE("ep 2 x dp 2 with ZeRO-1/2/3 trains like one rank: the experts' unit s
         EpLayout L;
         L.dp = 4, L.ep = 2, L.zero = zero;
         L.micro_batch = 1;
+        // playbook: 000.10.4 — ep 2 × dp 2 with ZeRO-1/2/3 trains like one rank
         check_ep_trains_like_one_rank(cfg, L, kSteps, kRtol);
     }
 }

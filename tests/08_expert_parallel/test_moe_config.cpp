@@ -95,6 +95,7 @@ TEST_CASE("MoE layout: the layer's tensors are the count's, by their Hugging Fac
             // on 4 ep ranks, rank 1 holds experts 2 and 3 of every MoE layer, in a unit of its own
             RankOf ep(1, 4);
             MoeLayer second(c, o, Device::cpu, &ep);
+            // playbook: 000.09.5 — each expert stays whole; an ep rank holds E/ep of them
             CHECK(second.first_expert() == 2);
             const ParamLayout L1 = ParamLayout::build(c, LayoutOptions{}, nullptr, &second);
             const int64_t experts = c.n_layers - c.moe.first_dense;

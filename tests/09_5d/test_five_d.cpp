@@ -40,6 +40,7 @@ TEST_SUITE("ch09 np8") {
     TEST_CASE("dp 2 × cp 2 × tp 2 with sequence parallelism trains like one rank") {
         FiveDLayout L;
         L.dp = 2, L.cp = 2, L.tp = 2, L.sp = true;
+        // playbook: 000.10.5 — dp × cp × tp + sp together train like one rank
         check_5d_trains_like_one_rank(L, kSteps, kRtol);
     }
 }
@@ -49,6 +50,7 @@ TEST_SUITE("ch09 np16") {
         FiveDLayout L;
         L.dp = 2, L.pp = 2, L.cp = 2, L.tp = 2, L.ep = 2, L.moe = true, L.balance = "bias";
         L.micro_batch = 1;
+        // playbook: 000.10.5 — all five axes at once (cp 2 and ep 2 in one run) train like one rank
         check_5d_trains_like_one_rank(L, kSteps, kRtol);
     }
 }

@@ -48,6 +48,7 @@ TEST_SUITE("ch09 np4") {
         CHECK(error_of(GridShape{1, 1, 2, 2}, p, false).empty());  // cp across nodes is allowed
         const std::string e = error_of(GridShape{1, 1, 1, 4}, p, false);  // tp 4 over both nodes
         INFO(e);
+        // playbook: 000.10.6 — tp across two nodes refused; dp, pp, cp may cross
         CHECK(e.find("--tp 4 across nodes") != std::string::npos);
         CHECK(e.find("ranks 0 (node 0), 1 (node 0), 2 (node 1), 3 (node 1)") != std::string::npos);
         CHECK(e.find("--force-tp-across-nodes") != std::string::npos);
@@ -60,6 +61,7 @@ TEST_SUITE("ch09 np4") {
         CHECK(p.node == std::vector<int>{0, 1, 0, 1});
         CHECK(p.gpu == std::vector<int>{0, 0, 1, 1});
         CHECK(tp_groups_across_nodes(GridShape{2, 1, 1, 2}, p) == "ranks 0 (node 0), 1 (node 1); ranks 2 (node 0), 3 (node 1)");
+        // playbook: 000.10.6 — round-robin nodes split every tp pair: refused
         CHECK(!error_of(GridShape{2, 1, 1, 2}, p, false).empty());
         CHECK(error_of(GridShape{4, 1, 1, 1}, p, false).empty());  // no tp: nothing to keep together
     }

@@ -198,6 +198,8 @@ LlamaConfig model(int64_t layers, bool tied = false) {
 
 TEST_SUITE("ch09 np4") {
     TEST_CASE("planner = measured: dp 4 (all-reduce), dp 4 ZeRO-3 (tied), dp 2 × tp 2 + sp ZeRO-1") {
+        // playbook: 000.11.4 — the planner's model state (exact), activations (5 %) and bytes per axis = a measured
+        //   run's
         check_layout_prediction(model(2), layout(4, 1, 1, 1, 0, false), 8);
         check_layout_prediction(model(2, true), layout(4, 1, 1, 1, 3, false), 8);
         check_layout_prediction(model(2), layout(2, 2, 1, 1, 1, true, Recompute::selective), 8);

@@ -40,6 +40,7 @@ TEST_SUITE("ch10 np1") {
             const int64_t shapes[][3] = {{1, 1, 1}, {37, 53, 29}, {42, 64, 2 * 384 + 5}, {2 * 336 + 7, 20, 50}, {3, 4096 + 40, 20}};
             for (const auto& s : shapes) {
                 const ErrorReport e = run_rung(info.rung, s[0], s[1], s[2], 100 + (uint64_t)ran);
+                // playbook: 000.12.2 — every CPU rung (blocked, packed: tiling) within f32's bound of the fp64 product
                 CHECK_MESSAGE(e.ok, info.name << " at " << s[0] << "x" << s[1] << "x" << s[2] << ": " << e.str());
             }
         }

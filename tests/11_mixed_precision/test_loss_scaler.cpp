@@ -27,6 +27,7 @@ TEST_CASE("loss scaler: overflow skips and halves, N clean steps double, an over
     CHECK(s.clean_steps() == 0);
     CHECK(s.update(true));
     CHECK(s.update(true));
+    // playbook: 000.12.8 — dynamic loss scaling: an overflow skips the step and halves the scale
     CHECK_FALSE(s.update(false));  // overflow: skip this step...
     CHECK(s.scale() == 1024.0f);   // ...and back off
     CHECK(s.skipped() == 1);
@@ -77,6 +78,8 @@ TEST_CASE("loss scaler in training_step: f16 gradients overflow at scale 2^40, s
         CHECK(scaler.scale() == std::ldexp(1.0f, 40 - skipped));
     }
     MESSAGE("skipped " << skipped << " steps; the gradients fit at loss scale " << r.loss_scale);
+    // playbook: 000.12.8 — in a training step: overflowing f16 gradients skip steps, weights untouched, until the
+    //   scale fits
     CHECK(skipped >= 10);  // 2^40 really overflowed f16
     CHECK_FALSE(r.skipped);
     CHECK(scaler.skipped() == skipped);

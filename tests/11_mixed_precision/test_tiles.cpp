@@ -59,6 +59,7 @@ TEST_CASE("tile quantisation: dequantise(quantise(x)) within the format's bound 
                     worst = std::max(worst, e / b);
                 }
             INFO(dtype_name(f) << " tiles " << tr << "x" << tc << ": worst error / bound " << worst);
+            // playbook: 000.12.9 — every 1x128 and 128x128 tile within the format's bound
             CHECK(bad == 0);
             CHECK(worst > 0.5);  // the bound is tight: rounding really happened
             for (float s : q.scale) CHECK(s > 0);
@@ -102,6 +103,7 @@ TEST_CASE("tile quantisation: an outlier spoils only its own 1x128 tile; per-ten
             << " with 1x128 tiles, " << tensor_err << " with one per-tensor scale (" << flushed
             << " of 896 flushed to 0); the outlier's own tile " << own_tile);
     CHECK(tiled_err < 0.04);               // e4m3's 3 mantissa bits: at most 1/16, about 1/40 on average
+    // playbook: 000.12.9 003.6.4 — an outlier spoils only its tile; per-tensor scaling loses its neighbours
     CHECK(tensor_err > 10 * tiled_err);    // the outlier's scale pushes the others into subnormals or zero
     CHECK(own_tile > 2 * tiled_err);       // the outlier's tile pays
 }
@@ -130,6 +132,7 @@ TEST_CASE("tile quantisation: the fp8 GEMM is the exact product of its dequantis
         MESSAGE("fp8 GEMM (e5m2 x e4m3, K " << K << ", right operand in " << b_tile_rows << "x128 tiles): |C - "
                 "dequantised product| / sum|a b| <= " << worst_exact << ", |C - f32 product| / sum|a b| <= "
                 << worst_true);
+        // playbook: 000.12.9 000.12.9b — the fp8 GEMM = the exact product of its dequantised tiles, f32 sums
         CHECK(worst_exact < 1e-6);  // f32 sums: only rounding
         CHECK(worst_true < 0.25);   // e5m2's 1/8 + e4m3's 1/16 per product at most
         CHECK(worst_true > 1e-3);   // and the inputs really were fp8
@@ -147,6 +150,7 @@ TEST_CASE("tile quantisation: a 14-bit accumulator promoted every 128 elements k
     const double f32 = std::fabs(dot_limited(a.data(), b.data(), K, 22, 0) - exact) / exact;
     MESSAGE("K " << K << ", 14-bit accumulator: relative error " << never << " never promoted, " << every
             << " promoted every 128; (22 bits, never promoted: " << f32 << ")");
+    // playbook: 000.12.9 — a 14-bit accumulator promoted every 128 keeps the sum
     CHECK(never > 4 * every);
     CHECK(every < 1e-3);
 }

@@ -36,6 +36,8 @@ TEST_CASE("precision: the four policies train small for 40 steps within 5% of fp
         INFO(r.precision << ": mean loss of the last 10 steps " << final_loss(r, 10) << ", fp32 " << fp32);
         CHECK(std::abs(final_loss(r, 10) - fp32) <= 0.05 * fp32);
         CHECK(r.n_params == N);
+        // playbook: 000.02.6 000.12.8 000.12.9b 000.12.10 003.6.3 — every policy's bytes a parameter by the
+        //   allocator: f32 gradients 4, Adam 8, weights 4 or 2, master 0 or 4
         CHECK(r.state.grads == 4 * N);  // f32 gradient accumulation in every policy
         CHECK(r.state.optim == 8 * N);
         CHECK(r.state.params == (r.precision == "fp32" ? 4 : 2) * N);
@@ -65,6 +67,7 @@ TEST_CASE("precision: bf16 under dp 2 × tp 2 trains like one bf16 rank, to bf16
     // to it (check_same_training: kWeightSpread times it per tensor)
     const Trained ref = train_one_rank(cfg, L.seq, L.dp * L.micro_batch * L.grad_accum, L.recompute, 6, L.precision);
     check_same_training(run, ref, cfg, 2e-3, what);
+    // playbook: 003.6.2 — bf16 trains (no loss scaling) with an fp32 master on every rank
     CHECK(run.state.params == run.state.master / 2);  // bf16 weights beside their fp32 master, on every rank
     CHECK(run.state.master > 0);
 }

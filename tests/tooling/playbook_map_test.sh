@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# playbook_map_test.sh — every test docs/PLAYBOOK_MAP.md cites exists: the seeds' claims point at real TEST_CASEs.
+# playbook_map_test.sh — every test docs/PLAYBOOK_MAP.md cites exists, and asserts what its row says it measures.
 #
-# The map (issue 22) says where each claim of the seeds is measured, naming test cases in backticks after the
-# binary that holds them: "tests_03 `ZeRO-3 sends exactly 1.5x ...`", "seed_numbers `...`" (tests_00). A row
-# (or a prose paragraph) is read left to right; a backticked text with a space in it that comes after a
-# tests_NN or seed_numbers mention is a citation of that binary (identifiers, paths and flags — no space, or a
-# leading '-' — are not, nor suite names like `ch00 np3`). A citation may be abbreviated: its words must begin
-# a test's name in `tests_NN -ltc`, and a "..." inside it stands for any run of words. Backticked paths of
-# files (a '/' and an extension) must exist. Renaming a test without updating the map fails here.
-# The check must also be able to fail: a copy of the map with a bogus citation, a bogus binary and a missing
-# file each planted must be refused, naming what it planted; an abbreviation of a real name must pass.
+# The map (issues 22, 33) gives each claim of the seeds a status and the tests that show it, naming test cases
+# in backticks after the binary that holds them: "tests_03 `ZeRO-3 sends exactly 1.5x ...`", "seed_numbers
+# `...`" (tests_00). tests/tooling/playbook_map_check.py does the reading; it checks that each cited test is in
+# its binary's -ltc listing (abbreviations allowed, "..." = any words) and each cited file exists; that every
+# status is in the map's vocabulary; that a `measured` or `logical clock` row's assertion is real: a cited CPU
+# test carries the row's marker (`// playbook: 000.04.10`) next to a check in its body; and that a row citing
+# a GPU test says `compiled, not run`. Renaming a test, or moving the check a row relies on, fails here.
+# The check must also be able to fail: planted rows (a bogus citation, binary or file; a status outside the
+# vocabulary; a measured row citing a real test that does not assert it; a GPU row marked measured) must each
+# be refused, naming the planted row; an abbreviation of a real name, and a marked row, must pass.
 # Needs the test binaries (BIN, default build/bin); `make test` builds them and runs this (not `make test CH=NN`).
 # Prints "N passed, N failed, N skipped" like the test binaries.
 #   bash tests/tooling/playbook_map_test.sh
@@ -28,61 +29,9 @@ for b in "$bin"/tests_[0-9][0-9]; do
     "$b" -ltc 2>/dev/null | grep -v '^\[doctest\]\|^=====' >"$tmp/$n.ltc"
 done
 
-# check FILE: prints one line per citation that names no test (or a binary not built, or a missing file);
-# exit status 1 when there is one
-check() {
-    awk -v ltc="$tmp" -v src="$src" '
-    function trim(s) { sub(/^[ \t]+/, "", s); sub(/[ \t]+$/, "", s); return s }
-    function load(n,   f, line) {  # the listing of tests_n, once
-        if (n in loaded) return loaded[n]
-        f = ltc "/" n ".ltc"
-        loaded[n] = 0
-        while ((getline line < f) > 0) { names[n, ++count[n]] = line; loaded[n] = 1 }
-        close(f)
-        return loaded[n]
-    }
-    function matches(name, cite,   parts, k, i, p, rest, at) {  # cite abbreviates name ("..." = any words)
-        k = split(cite, parts, /\.\.\.|…/)
-        p = trim(parts[1])
-        if (substr(name, 1, length(p)) != p) return 0
-        rest = substr(name, length(p) + 1)
-        for (i = 2; i <= k; i++) {
-            p = trim(parts[i])
-            if (p == "") continue
-            at = index(rest, p)
-            if (!at) return 0
-            rest = substr(rest, at + length(p))
-        }
-        return 1
-    }
-    function cited(n, cite,   i) {  # after seed_numbers, the words that follow "seed numbers: " in tests_00
-        cites++
-        if (pre != "" && substr(cite, 1, length(pre)) != pre) cite = pre cite
-        if (!load(n)) { print where ": tests_" n " `" cite "`: build/bin/tests_" n " is not built (or lists no test)"; bad = 1; return }
-        for (i = 1; i <= count[n]; i++) if (matches(names[n, i], cite)) return
-        print where ": tests_" n " `" cite "`: no test of tests_" n " begins so"; bad = 1
-    }
-    function unit(text, line,   n, tok, code) {  # a table row or a paragraph: citations follow their binary
-        n = pre = ""
-        where = FILENAME ":" line
-        while (match(text, /tests_[0-9][0-9]|seed_numbers|`[^`]+`/)) {
-            tok = substr(text, RSTART, RLENGTH)
-            text = substr(text, RSTART + RLENGTH)
-            if (tok == "seed_numbers") { n = "00"; pre = "seed numbers: "; continue }
-            if (tok ~ /^tests_/) { n = substr(tok, 7); pre = ""; continue }
-            code = substr(tok, 2, length(tok) - 2)
-            if (code ~ /^[A-Za-z0-9_.\/-]+\/[A-Za-z0-9_.-]+\.(sh|cpp|hpp|cu|md|txt|py)$/ &&
-                system("test -e \"" src "/" code "\"") != 0) { print where ": `" code "`: no such file"; bad = 1 }
-            if (n == "" || code !~ / / || code ~ /^-/ || code ~ /^ch[0-9][0-9] np[0-9]+$/) continue
-            cited(n, code)
-        }
-    }
-    /^\|/ { if (para != "") unit(para, pline); para = ""; unit($0, FNR); next }
-    /^[ \t]*$/ || /^#/ { if (para != "") unit(para, pline); para = ""; next }
-    { if (para == "") pline = FNR; para = para " " $0 }
-    END { if (para != "") unit(para, pline); print cites + 0 > (ltc "/cites"); exit bad }
-    ' "$1"
-}
+# check FILE: prints one line per problem (playbook_map_check.py says what it checks); exit status 1 when
+# there is one
+check() { python3 "$src/tests/tooling/playbook_map_check.py" "$1" "$src" "$tmp"; }
 
 passed=0 failed=0
 verdict() {  # name, 0 = pass; on failure what the check printed
@@ -91,15 +40,18 @@ verdict() {  # name, 0 = pass; on failure what the check printed
 }
 
 out=$(check "$map" 2>&1)
-verdict "each of the $(cat "$tmp/cites") tests docs/PLAYBOOK_MAP.md cites is in its binary's -ltc listing" $?
+verdict "each of the $(cat "$tmp/cites") tests docs/PLAYBOOK_MAP.md cites is in its binary's -ltc listing; every \
+status in the vocabulary; every measured row's assertion carries its marker; no GPU row measured" $?
 
-# plant NAME TEXT EXPECT: a map of one row citing TEXT must fail naming that row (EXPECT 1) or pass (0)
+# plant NAME TEXT EXPECT [ID STATUS WHY]: a map of one row (ID, default 999.1.1, status STATUS, default
+# `formula`) citing TEXT must fail naming that row, and saying WHY when given (EXPECT 1), or pass (0)
 plant() {
-    local name=$1 text=$2 expect=$3 rc ok=1
-    printf '| # | claim | status | where |\n|---|---|---|---|\n| 999.1 | planted | measured | %s |\n' "$text" >"$tmp/map.md"
+    local name=$1 text=$2 expect=$3 id=${4:-999.1.1} status=${5:-formula} why=${6:-} rc ok=1
+    printf '| # | claim | status | where |\n|---|---|---|---|\n| %s | planted | %s | %s |\n' "$id" "$status" "$text" \
+        >"$tmp/map.md"
     out=$(check "$tmp/map.md" 2>&1)
     rc=$?
-    if [ "$expect" = 1 ]; then [ "$rc" = 1 ] && grep -q "map.md:3:" <<<"$out" && ok=0
+    if [ "$expect" = 1 ]; then [ "$rc" = 1 ] && grep -q "map.md:3:.*$why" <<<"$out" && ok=0
     else [ "$rc" = 0 ] && ok=0; fi
     verdict "$name" $ok
 }
@@ -109,6 +61,20 @@ plant "real names cut short, with ... inside, pass" \
 plant "a real name's words in another order are refused" 'tests_00 `rooted: gives reduce the root`' 1
 plant "a binary that does not exist is refused" 'tests_99 `rooted: reduce gives`' 1
 plant "a cited file that does not exist is refused" '`tests/01_single_gpu/no_such_test.sh`' 1
+# the status column: one vocabulary; a measured row's test must carry the row's marker next to a check
+plant "a status outside the vocabulary is refused" 'tests_00 `rooted: reduce gives ...`' 1 000.A.2 "shown" \
+    "is not one of"
+plant "a measured row whose test carries its marker passes" 'tests_00 `rooted: reduce gives ...`' 0 000.A.2 measured
+plant "a measured row citing a real test that does not assert it (no marker of its row) is refused" \
+    'tests_00 `rooted: gather gives the root the parts ...`' 1 000.A.2 measured "asserts it"
+plant "a GPU row marked measured is refused" 'tests_02 `NCCL backend on one GPU: ...`' 1 000.A.10 \
+    "measured (on a GPU)" "compiled, not run"
+plant "a GPU row says compiled, not run" 'tests_02 `NCCL backend on one GPU: ...`' 0 000.A.10 "compiled, not run"
+plant "a GPU test cited beside a marked CPU one still needs compiled, not run" \
+    'tests_00 `rooted: reduce gives ...`; tests_02 `NCCL backend on one GPU: ...`' 1 000.A.2 measured \
+    "compiled, not run"
+plant "a measured script row needs the marker in the script" '`tests/02_data_parallel/abort_test.sh`' 1 999.1.1 \
+    measured "asserts it"
 
 echo "$passed passed, $failed failed, 0 skipped"
 [ "$failed" = 0 ]
