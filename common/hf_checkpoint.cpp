@@ -309,6 +309,7 @@ uint64_t export_hf(Model& model, const std::string& dir, const GridCoords& coord
     const ParamLayout& L = model.layout();
     const size_t es = dtype_size(dtype);
     std::vector<uint8_t> bytes;
+    int64_t written = 0;  // elements this rank wrote: over the world, every element of the file once
     for (int u = 0; u < (int)L.units.size(); u++) {
         if (L.units[u].numel == 0) continue;
         const std::vector<float> w = model.unit_weights(u).to_host();  // ZeRO-3: gathered over dp
@@ -320,7 +321,11 @@ uint64_t export_hf(Model& model, const std::string& dir, const GridCoords& coord
             const int64_t valid = std::min(rows, std::max<int64_t>(0, t.full_shape[0] - t.row0));
             bytes.resize((size_t)(valid * cols) * es);
             f32_to_dtype(w.data() + (t.offset - L.units[u].offset), bytes.data(), dtype, valid * cols);
-            const uint64_t at = plan.offsets[entry_of.at(t.name)];
+            const auto entry = entry_of.find(t.name);
+            CHECK(entry != entry_of.end(), "--export-hf: rank %d holds tensor %s, which the whole model's list (the "
+                  "file's header) has not", world_rank(), t.name.c_str());
+            const uint64_t at = plan.offsets[entry->second];
+            written += valid * cols;
             if (cols == C)
                 write_at(fd, path, bytes.data(), bytes.size(), at + (uint64_t)(t.row0 * C) * es);
             else
@@ -331,6 +336,13 @@ uint64_t export_hf(Model& model, const std::string& dir, const GridCoords& coord
         model.release_unit(u);
     }
     CHECK(::close(fd) == 0, "closing '%s' failed: %s", path.c_str(), std::strerror(errno));
+    // a layout whose ranks left a tensor to nobody, or wrote one twice, would leave a silently wrong file
+    int64_t want = 0;
+    for (const ParamTensor& t : full.tensors) want += t.numel();
+    const double all = world ? world->all_reduce_scalar((double)written) : (double)written;
+    CHECK(all == (double)want, "--export-hf %s: the ranks wrote %.0f values, the file holds %lld: some tensor was "
+          "written by no rank or by two (the owner rule, counts_in_grad_norm, does not fit this layout)", dir.c_str(),
+          all, (long long)want);
     barrier(world);
     if (world_rank() == 0) {
         write_hf_config(c, dtype, (fs::path(dir) / "config.json").string());

@@ -21,7 +21,8 @@
 // each unit first. No rank ever holds the whole model. The ranks must share the folder's file system.
 // Both directions work from the WHOLE model's list of tensors (ParamLayout::whole: every expert, whatever
 // E/ep of them this rank holds) and each rank's own layout, which names the same global tensors: an expert
-// is a tensor of its own ("...experts.5.w1.weight"), held whole by its ep rank (or its tp slice).
+// is a tensor of its own ("...experts.5.w1.weight"), held whole by its ep rank (or its tp slice). The ranks'
+// written values must add up to the file's (an all-reduce of one count), else the export fails on every rank.
 //
 // Playbook: "5D parallelism in a nutshell" (checkpoints in any layout). Run:
 //   build/bin/01_single_gpu --model ~/SmolLM-135M --data llmc:'shards/train_*.bin' --export-hf out/

@@ -6,7 +6,8 @@
 // one-rank export byte for byte and reloads bit for bit; transformers' save_pretrained Mixtral loads with
 // transformers' logits and loss, and our export of it gives transformers our logits (skipped, saying why,
 // without transformers or with PENTA_NO_TORCH=1; tests/08_expert_parallel/hf_export_test.sh checks the
-// programs' --export-hf and --model DIR at ep 1, 2, 4 without PyTorch).
+// programs' --export-hf and --model DIR at ep 1, 2, 4 without PyTorch). Ranks that would write a tensor
+// twice (coordinates that do not fit the layout) are refused on every rank after the writes.
 // Playbook: "Expert parallelism", "5D parallelism in a nutshell" (checkpoints).
 //   build/bin/tests_08 -ts='ch08 np1' -tc='Mixtral*'
 //   mpirun -np 4 build/bin/tests_08 -ts='ch08 np4' -tc='Mixtral*'
@@ -237,6 +238,18 @@ TEST_CASE("Mixtral export at ep 2 is the one-rank export byte for byte, and relo
 }
 TEST_CASE("Mixtral at ep 2: save_pretrained's folder gives transformers' logits and loss; its export, ours") {
     check_transformers_at_ep();
+}
+TEST_CASE("an export whose ranks write a tensor twice is refused on every rank, not left silently wrong") {
+    const LlamaConfig c = preset("tiny-moe");
+    ParallelGrid grid = ep_world(c);
+    const std::string dir = shared_scratch(grid.world(), "twice");
+    std::unique_ptr<Model> m = moe_model(c, grid);
+    // both ranks claim dp coordinate 0: each writes the replicated tensors (attention, router, norms) as theirs
+    const std::string e = error_of([&] { export_hf(*m, dir, GridCoords{}, &grid.world()); });
+    CHECK(contains(e, "--export-hf " + dir + ": the ranks wrote "));
+    CHECK(contains(e, "some tensor was written by no rank or by two"));
+    grid.world().barrier();
+    if (grid.world().rank() == 0) std::filesystem::remove_all(dir);
 }
 }  // TEST_SUITE
 
