@@ -47,6 +47,9 @@ class FiveDTraining {
     // collective: axis_bytes per axes() column; held: the most the executor's record shows held after an op
     // (device + host); peak: the allocator's Tag::activations peak in step 1
     void print_measured(const std::vector<double>& axis_bytes, int64_t held, int64_t peak);
+    // collective, with more than one node: each rank's bytes (per axis, per rank: bytes[axis][rank]) split into
+    // those its groups sent inside its node and those sent by groups that span nodes (across: this rank's, per axis)
+    void print_node_split(const std::vector<bool>& across, const std::vector<std::vector<double>>& bytes);
     std::unique_ptr<LocalCrossEntropy> local_loss_;
     std::unique_ptr<TaskMeter> meter_;    // the head stage, on the addition task, cp 1
 };
