@@ -60,7 +60,8 @@ expect_verdict "dp 2 x tp 2 over 2 nodes trains as on 1 node (step, loss, grad n
     "$why" "$(fields "$TMP/two.jsonl" | grep '"loss"' | tail -1)" "$(cat "$TMP/one.out" "$TMP/two.out")"
 
 # 2. placement by host name
-hosts=$(sort -n "$TMP/hosts.out" | awk '{print $2}' | tr '\n' ' ')
+# (only the ranks' lines: OpenMPI's rsh launcher may add a warning, e.g. "plm:rsh: Warning: setpgid(...) failed")
+hosts=$(grep -E '^[0-9]+ [^ ]+$' "$TMP/hosts.out" | sort -n | awk '{print $2}' | tr '\n' ' ')
 table=$(awk '/^layout: rank/ {on = 1; getline; next} on && NF == 0 {exit} on {printf "%s ", $2}' "$TMP/two.out")
 why=""
 if [ "$hosts" != "node0 node0 node1 node1 " ]; then why="mpirun placed the ranks on '$hosts', not node0 node0 node1 node1"
