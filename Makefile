@@ -232,7 +232,7 @@ run: $(BIN)/09_5d
 # real host names (node0, node1), pp crosses the nodes over TCP, tp and dp stay in a node (shared memory).
 # LINK_RATE=1gbit limits the inter-node link (tc tbf); the cluster is taken down afterwards, also on failure.
 run-cluster: $(BIN)/09_5d
-	@trap 'bash scripts/fake_cluster.sh down' EXIT; \
+	@trap 'bash scripts/fake_cluster.sh down' EXIT; trap 'exit 130' INT TERM; \
 	bash scripts/fake_cluster.sh up 2 --slots 4 $(if $(LINK_RATE),--link-rate $(LINK_RATE),) && \
 	. /run/penta-cluster/env && \
 	bash scripts/fake_cluster.sh exec node0 $(MPIRUN) $$PENTA_CLUSTER_MPI_OPTS --mca mpi_yield_when_idle 1 -np 8 \

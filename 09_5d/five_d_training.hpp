@@ -10,7 +10,8 @@
 // and after the first step the same memory measured (the allocator's tags; the executor's record of what each op
 // left held) beside it, and the bytes each rank sent on each axis's group in that step (Comm's counters: tp, cp,
 // pp with the pair sum of the tensors two stages hold, ep, dp × cp for dense gradients, edp for the experts')
-// beside the planner's. Each step line adds the addition task's accuracy measured on the head stage
+// beside the planner's; on more than one node, the same bytes split into those sent inside a node and those sent
+// by groups that span nodes (tests/09_5d/cluster_test.sh runs it on two namespace "nodes"). Each step line adds the addition task's accuracy measured on the head stage
 // (task_meter.hpp).
 //   mpirun -np 8 build/bin/09_5d --dp 2 --tp 2 --pp 2 --pp-schedule 1f1b
 #pragma once

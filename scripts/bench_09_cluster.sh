@@ -23,6 +23,7 @@ source "$here/bench_mpi.sh" bench_09_cluster  # $mpirun_cmd, $tmp
 export PENTA_CLUSTER=pentabench
 fc() { bash "$here/fake_cluster.sh" "$@"; }
 trap 'fc down >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+trap 'exit 143' TERM INT HUP  # killed or interrupted: the EXIT trap still takes the cluster down
 if ! up_out=$(fc up 2 --slots 2 2>&1); then  # without root or namespaces: say so, as an MPI=0 build does
     echo "bench_09_cluster: skipped ($up_out)"
     exit 0

@@ -116,6 +116,7 @@ up() {
     for t in ip tc unshare nsenter; do command -v $t >/dev/null || die "needs '$t' (iproute2, util-linux)"; done
     down  # idempotent: whatever an earlier `up` left is replaced
     trap 'echo "fake_cluster.sh: up failed; taking down what it built" >&2; down' ERR
+    trap 'echo "fake_cluster.sh: up interrupted; taking down what it built" >&2; down; exit 130' INT TERM HUP
     ip netns add $SW 2>/dev/null || { down; die "cannot create a network namespace (ip netns add): namespaces are not permitted here (a container without CAP_SYS_ADMIN?)"; }
     mkdir -p "$STATE"
     ip -n $SW link set lo up
@@ -151,7 +152,7 @@ up() {
     cat >"$STATE/env" <<EOF
 PENTA_CLUSTER_MPI_OPTS="--hostfile $STATE/hostfile --mca plm_rsh_agent $STATE/agent --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --mca oob_tcp_keepalive_time 10 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3"
 EOF
-    trap - ERR
+    trap - ERR INT TERM HUP
     # every node reaches node0 (one ping, where ping is installed): the cluster works before mpirun needs it
     command -v ping >/dev/null && for i in $(seq 1 $((N - 1))); do
         nsenter --net="/run/netns/$(ns_of "node$i")" ping -c 1 -W 2 "$SUBNET.1" >/dev/null \

@@ -20,6 +20,11 @@ source "$(dirname "$0")/../expect_fail.sh"
 expect_needs_mpi "cluster test"
 FC="$(dirname "$0")/../../scripts/fake_cluster.sh"
 export PENTA_CLUSTER=ptest$$  # namespaces and state folder of its own (another test or `make run-cluster` may be up)
+# what an earlier run of this test left when it was killed outright (SIGKILL runs no trap): clusters named after
+# a test process that no longer exists
+for stale in $(ip netns list 2>/dev/null | grep -oE '^ptest[0-9]+' | sort -u); do
+    kill -0 "${stale#ptest}" 2>/dev/null || PENTA_CLUSTER=$stale bash "$(dirname "$0")/../../scripts/fake_cluster.sh" down
+done
 STATE=/run/$PENTA_CLUSTER-cluster
 SKIP_WHY=""
 [ "$(id -u)" = 0 ] || SKIP_WHY="not root: network namespaces need CAP_SYS_ADMIN"
@@ -32,7 +37,8 @@ if [ -n "$SKIP_WHY" ]; then
     echo "0 passed, 0 failed, 1 skipped"
     exit 0
 fi
-trap 'bash "$FC" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; bash "$FC" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+trap 'exit 143' TERM INT HUP  # killed (the runner's time limit, Ctrl-C): the EXIT trap still takes the cluster down
 source "$STATE/env"
 # mpirun in node0; OpenMPI's TCP on the nodes' eth0; the same flags for the run on one node
 on_cluster=(bash "$FC" exec node0 $MPIRUN $PENTA_CLUSTER_MPI_OPTS --mca mpi_yield_when_idle 1 -np 4)
@@ -45,7 +51,9 @@ train=("$BIN/09_5d" --dp 2 --tp 2 --micro-batch 2 --grad-accum 2 --seq 16 --log-
 one=$!
 "${on_cluster[@]}" sh -c 'echo "$OMPI_COMM_WORLD_RANK $(hostname)"' >"$TMP/hosts.out" 2>&1 &
 hosts_job=$!
-"${on_cluster[@]}" "${train[@]}" --steps 3 --log-jsonl "$TMP/two.jsonl" >"$TMP/two.out" 2>&1
+"${on_cluster[@]}" "${train[@]}" --steps 3 --log-jsonl "$TMP/two.jsonl" >"$TMP/two.out" 2>&1 &
+two=$!
+wait $two  # (in the background: a signal to this script interrupts a wait, not a foreground command)
 rc_two=$?
 wait $one
 rc_one=$?
@@ -78,7 +86,7 @@ node1_ranks() { for p in $(ip netns pids $PENTA_CLUSTER-node1); do [ "$(cat /pro
 start_long() {
     "${on_cluster[@]}" "${train[@]}" --steps 100000 "${@:2}" >"$TMP/$1.out" 2>&1 &
     job=$!
-    for _ in $(seq 600); do grep -q '^step' "$TMP/$1.out" && return; sleep 0.1; done
+    for _ in $(seq 600); do grep -qs '^step' "$TMP/$1.out" && return; sleep 0.1; done
 }
 # waits for $job at most $1 s; sets rc to its exit status (124: still running, then killed) and took to the
 # seconds since $t0
