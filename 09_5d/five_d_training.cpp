@@ -3,6 +3,8 @@
 //   mpirun -np 8 build/bin/09_5d --dp 2 --tp 2 --pp 2
 #include "five_d_training.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -41,9 +43,13 @@ void FiveDTraining::print_header() const {
                 moe ? "experts" : "ffn", moe ? (long)mc.moe.experts : (long)mc.ffn, (long)mc.vocab,
                 mc.tied_embeddings ? ", tied" : "", human_count((double)mc.n_params()).c_str(),
                 moe ? strfmt(", %s active per token", human_count((double)mc.n_active_params()).c_str()).c_str() : "");
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    const std::string by = placement.faked ? " (PENTA_NODE_ID)"
+                           : placement.nodes > 1 ? strfmt(" (by host name; node 0 is %s)", host) : "";
     std::printf("layout %s%s on %d ranks, %d node%s%s; device %s; comm %s\n", grid->shape().str().c_str(),
                 cfg.sp ? " +sp" : "", grid->world().size(), placement.nodes, placement.nodes == 1 ? "" : "s",
-                placement.faked ? " (PENTA_NODE_ID)" : "", device_name(device), comm_backend_name(grid->tp().backend()));
+                by.c_str(), device_name(device), comm_backend_name(grid->tp().backend()));
     const PipelinePlan& P = parts->stage->plan;
     std::printf("schedule %s over %d stage%s (%d micro-batches per step)%s%s; optimizer %s over dp x cp = %d ranks%s\n",
                 flags.pp.schedule.c_str(), P.stages, P.stages == 1 ? "" : "s", (int)cfg.grad_accum,
@@ -123,6 +129,19 @@ struct AxisGroup { const char* name; Comm* comm; };
 std::vector<AxisGroup> axes(ParallelGrid& g) {
     return {{"tp", &g.tp()}, {"cp", &g.cp()}, {"pp", &g.pp()}, {"ep", &g.ep()}, {"dp x cp", &g.dp_cp()}, {"edp", &g.edp()}};
 }
+
+// per axis: whether this rank's group on it holds ranks of more than one node (collective: each group gathers
+// its members' world ranks, one scalar each). Its bytes then cross the inter-node link: a ring or a pair of
+// stages is as slow as its slowest hop, so the whole group's traffic counts as across nodes.
+std::vector<bool> groups_across_nodes(ParallelGrid& g, const Placement& p) {
+    std::vector<bool> across;
+    for (const AxisGroup& a : axes(g)) {
+        bool split = false;
+        for (double r : a.comm->all_gather_scalar((double)g.world().rank())) split |= p.node[(int)r] != p.node[g.world().rank()];
+        across.push_back(split);
+    }
+    return across;
+}
 }  // namespace
 
 void FiveDTraining::print_measured(const std::vector<double>& axis_bytes, int64_t held_act, int64_t peak_act) {
@@ -146,7 +165,11 @@ void FiveDTraining::print_measured(const std::vector<double>& axis_bytes, int64_
     std::vector<std::vector<double>> bytes, planned_all;
     for (double b : axis_bytes) bytes.push_back(gather(b));
     for (double b : planned) planned_all.push_back(gather(b));
-    if (world_rank() != 0) return;
+    const std::vector<bool> across = placement.nodes > 1 ? groups_across_nodes(*grid, placement) : std::vector<bool>{};
+    if (world_rank() != 0) {
+        if (placement.nodes > 1) print_node_split(across, bytes);  // collective: every rank joins its gathers
+        return;
+    }
     std::printf("\nmemory per rank after step 1, measured (allocator's tags; activations: the most held between two ops "
                 "of the step, device + host, beside the planner's; the allocator's peak, which adds what lives inside "
                 "an op, after it):\n");
@@ -174,9 +197,36 @@ void FiveDTraining::print_measured(const std::vector<double>& axis_bytes, int64_
     }
     std::printf("(tp: f/g or SP's gathers and the vocab-parallel loss; cp: the ring's K/V; pp: activations and their "
                 "gradients, and the pair sum of a tied table's or DualPipe's two copies; ep: the all-to-all; dp x cp: "
-                "dense gradients; edp: the experts' — the planner's dp is both%s)\n\n",
+                "dense gradients; edp: the experts' — the planner's dp is both%s)\n%s",
                 moe ? "; a MoE model's ep and dp are not compared: the planner's ep assumes uniform routing, and its dp leaves "
-                      "out the balance statistics" : "");
+                      "out the balance statistics" : "", placement.nodes > 1 ? "" : "\n");
+    if (placement.nodes > 1) print_node_split(across, bytes);
+}
+
+void FiveDTraining::print_node_split(const std::vector<bool>& across, const std::vector<std::vector<double>>& bytes) {
+    const std::vector<AxisGroup> ax = axes(*grid);
+    std::vector<std::vector<double>> all_across;  // per axis, per rank: 1 when that rank's group spans nodes
+    for (bool a : across) all_across.push_back(grid->world().all_gather_scalar(a ? 1.0 : 0.0));
+    if (world_rank() != 0) return;
+    std::printf("\nthe same bytes by where they went (%d nodes: a group whose ranks sit on more than one node sends over "
+                "the inter-node link, at the pace of its slowest hop; one inside a node, over the node's own path):\n",
+                placement.nodes);
+    std::printf("  rank  node   inside node  by axis                           across nodes  by axis\n");
+    for (int r = 0; r < grid->world().size(); r++) {
+        double in = 0, out = 0;
+        std::string in_axes, out_axes;
+        for (size_t k = 0; k < ax.size(); k++) {
+            if (bytes[k][r] == 0) continue;
+            const bool x = all_across[k][r] != 0;
+            (x ? out : in) += bytes[k][r];
+            std::string& list = x ? out_axes : in_axes;
+            list += strfmt("%s%s %s", list.empty() ? "" : ", ", ax[k].name, human_bytes((int64_t)bytes[k][r]).c_str());
+        }
+        std::printf("  %4d  %4d  %12s  %-32s %12s  %s\n", r, placement.node[r], human_bytes((int64_t)in).c_str(),
+                    in_axes.empty() ? "-" : in_axes.c_str(), human_bytes((int64_t)out).c_str(),
+                    out_axes.empty() ? "-" : out_axes.c_str());
+    }
+    std::printf("\n");
 }
 
 StepResult FiveDTraining::run() {

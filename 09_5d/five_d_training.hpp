@@ -10,7 +10,8 @@
 // and after the first step the same memory measured (the allocator's tags; the executor's record of what each op
 // left held) beside it, and the bytes each rank sent on each axis's group in that step (Comm's counters: tp, cp,
 // pp with the pair sum of the tensors two stages hold, ep, dp × cp for dense gradients, edp for the experts')
-// beside the planner's. Each step line adds the addition task's accuracy measured on the head stage
+// beside the planner's; on more than one node, the same bytes split into those sent inside a node and those sent
+// by groups that span nodes (tests/09_5d/cluster_test.sh runs it on two namespace "nodes"). Each step line adds the addition task's accuracy measured on the head stage
 // (task_meter.hpp).
 //   mpirun -np 8 build/bin/09_5d --dp 2 --tp 2 --pp 2 --pp-schedule 1f1b
 #pragma once
@@ -47,6 +48,9 @@ class FiveDTraining {
     // collective: axis_bytes per axes() column; held: the most the executor's record shows held after an op
     // (device + host); peak: the allocator's Tag::activations peak in step 1
     void print_measured(const std::vector<double>& axis_bytes, int64_t held, int64_t peak);
+    // collective, with more than one node: each rank's bytes (per axis, per rank: bytes[axis][rank]) split into
+    // those its groups sent inside its node and those sent by groups that span nodes (across: this rank's, per axis)
+    void print_node_split(const std::vector<bool>& across, const std::vector<std::vector<double>>& bytes);
     std::unique_ptr<LocalCrossEntropy> local_loss_;
     std::unique_ptr<TaskMeter> meter_;    // the head stage, on the addition task, cp 1
 };
