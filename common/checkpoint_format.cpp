@@ -65,8 +65,8 @@ CheckpointPiece piece_from_json(const JsonField& j) {
     if (!known) kind.fail(strfmt("is \"%s\", not param, master, m, v or state", k.c_str()));
     if (dt != "f32" && dt != "bf16" && dt != "f16") dtype.fail(strfmt("is \"%s\", not f32, bf16 or f16", dt.c_str()));
     p.dtype = dt == "f32" ? DType::f32 : dt == "bf16" ? DType::bf16 : DType::f16;
-    // a block lies inside a tensor, whose sizes are below 2^31 (checkpoint_format.hpp): so every product of two
-    // of them, and the element arithmetic of checkpoint_load.cpp, stays far from 2^63
+    // a block's origin and sizes are below 2^31, as a model's dimensions are (kCheckpointMaxDim): so every
+    // product of two of them, and the element arithmetic of checkpoint_load.cpp, stays below 2^63
     p.row0 = j.at("row0").integer(0, kCheckpointMaxDim), p.col0 = j.at("col0").integer(0, kCheckpointMaxDim);
     p.rows = j.at("rows").integer(1, kCheckpointMaxDim), p.cols = j.at("cols").integer(1, kCheckpointMaxDim);
     const int64_t block = p.rows * p.cols;

@@ -11,13 +11,16 @@
 // tensor (never a silent zero); vocab padding rows (beyond the global shape) are zero unless the old
 // layout had the same padding.
 //
-// Errors name the file and what is wrong: no or bad metadata.json, another model (a field or a tensor's
-// global shape that differs), another data stream (global batch, seq, seed, data), a shard file missing
-// or of another size (truncated), a piece whose CRC-32 differs (corrupted). A piece's CRC is checked the
-// first time a rank reads it.
-// Playbook: seed 003 (resharding metadata). Test: tests/00_common/test_checkpoint.cpp; the programs in
-// tests/01_single_gpu (fp16), 02_data_parallel, 03_zero, 04_tensor_parallel, 06_context_parallel,
-// 07_pipeline_parallel, 08_expert_parallel (the MoE bias): each one's checkpoint_test.sh.
+// Errors name the file and what is wrong: no metadata.json, one whose checksum (metadata.json.crc32) differs,
+// a field of the wrong type or range (named by its key path, json_strict.hpp: every offset, size and count is
+// checked without a wrap before it is used), another model (a field or a tensor's global shape that
+// differs), another data stream (global batch, seq, seed, data), a shard file missing or of another size
+// (truncated), a piece whose CRC-32 differs (corrupted). A piece's CRC is checked the first time a rank
+// reads it.
+// Playbook: seed 003 (resharding metadata). Test: tests/00_common/test_checkpoint.cpp and test_file_fuzz.cpp
+// (crafted and mutated metadata); the programs in tests/01_single_gpu (fp16), 02_data_parallel, 03_zero,
+// 04_tensor_parallel, 06_context_parallel, 07_pipeline_parallel, 08_expert_parallel (the MoE bias): each
+// one's checkpoint_test.sh.
 #pragma once
 #include <memory>
 #include <string>

@@ -12,10 +12,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core.hpp"
+#include "json_strict.hpp"
 #include "formulas.hpp"
 
 namespace penta {
@@ -200,14 +202,12 @@ HfDefaults hf_defaults(const std::string& type) {
 LlamaConfig load_hf_config(const std::string& path) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) FAIL("Hugging Face config '%s' is a directory, not a file", path.c_str());
-    std::ifstream in(path);
+    std::ifstream in(path, std::ios::binary);
     if (!in) FAIL("cannot open Hugging Face config '%s': %s", path.c_str(), std::strerror(errno));
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(in);
-    } catch (const std::exception& e) {  // a JSON error, or the stream's (a read error)
-        FAIL("%s: not valid JSON: %s", path.c_str(), e.what());
-    }
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) FAIL("%s: reading failed: %s", path.c_str(), std::strerror(errno));
+    // bounded nesting: a value nested a million deep parses, then crashes the dump() of an error message
+    const nlohmann::json j = parse_json_bounded(text.data(), text.data() + text.size(), path);
     if (!j.is_object()) FAIL("%s: expected a JSON object at the top level", path.c_str());
     auto has = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
     auto integer = [&](const char* key) -> int64_t {

@@ -42,6 +42,8 @@ json.dump(dict(base, vocab_size=-5), open(f"{d}/negvocab.json", "w"))
 json.dump(dict(base, hidden_size=2**40), open(f"{d}/huge.json", "w"))
 json.dump(dict(base, hidden_size=8192, intermediate_size=65536, num_hidden_layers=200), open(f"{d}/big.json", "w"))
 json.dump(dict(base, attention_bias=True), open(f"{d}/bias.json", "w"))
+# a value nested 100000 deep: it parsed, then the dump() of the error message overflowed the stack (SIGSEGV)
+open(f"{d}/deep.json", "w").write(json.dumps(base).replace('"hidden_size": 32', '"hidden_size": ' + "[" * 100000 + "]" * 100000))
 json.dump(dict(base, rope_scaling={"rope_type": "yarn", "factor": 4.0}), open(f"{d}/yarn.json", "w"))
 # what transformers reads the same way (the control runs at the end): a missing max_position_embeddings (its
 # default, 2048), hidden_act "swish" (silu's other name), a Llama's sliding_window (transformers' Llama ignores it)
@@ -129,7 +131,8 @@ stray                                     | unexpected argument 'stray'
 --model gpt5                              | unknown model preset 'gpt5' (valid: tiny, small
 --model $TMP/none.json                    | cannot open Hugging Face config '$TMP/none.json': No such file
 --model $TMP/dir.json                     | Hugging Face config '$TMP/dir.json' is a directory
---model $TMP/notjson.json                 | notjson.json: not valid JSON
+--model $TMP/notjson.json                 | notjson.json is not valid JSON
+--model $TMP/deep.json                    | deep.json is nested deeper than 32 levels
 --model $TMP/novocab.json                 | novocab.json: missing key "vocab_size"
 --model $TMP/heads.json                   | hidden 30 must be a multiple of n_heads 4
 --model $TMP/negvocab.json                | vocab -5 must be positive
