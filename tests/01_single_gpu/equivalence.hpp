@@ -25,7 +25,7 @@ struct Trained {
     std::vector<float> reordered_params;
     std::string reordering;  // how the second run reordered, for messages
     // the dtype the weights are stored in (bf16 / f16 under chapter 11's policies, over f32 master weights): a
-    // master weight that reordering moves across a rounding boundary stores one quantum of it away
+    // master weight that reordering moves across a rounding boundary stores one or two quanta of it away
     DType param_dtype = DType::f32;
 };
 
@@ -65,10 +65,12 @@ double check_close_per_tensor(const ParamLayout& layout, const std::vector<float
 //     pp 2, an o_proj element: 4.7e-7 where reordering moved the tensor by 1.9e-8), hence 40 — still more
 //     than three orders of magnitude below a step of lr. A wrong layout (a missing reduction, a stale shard)
 //     is off by steps of lr in most elements, and in the losses. Weights stored in bf16 / f16
-//     (ref.param_dtype) may also sit one quantum of their format from the reference: a master weight that sums
-//     in another order move by a last bit lands on the other side of a rounding boundary now and then, and the
-//     reordered run, which flips other elements, cannot measure that.
-//     Prints the largest |diff| / tolerance seen, the margin left, and the elements one quantum apart.
+//     (ref.param_dtype) may also sit one or two quanta of their format from the reference: a master weight that
+//     sums in another order lands on the other side of a rounding boundary now and then, and the reordered
+//     run, which flips other elements, cannot measure that (its spread in a bf16 / f16 tensor is often 0).
+//     Two, not one: with OpenBLAS's AVX-512 kernels fp16 under pp 2 moved one up_proj element's master by
+//     more than a quantum in 3 steps (a gradient near zero: AdamW's step of up to lr), 2^-20 at 9.5e-4.
+//     Prints the largest |diff| / tolerance seen, the margin left, and the elements one or two quanta apart.
 constexpr double kWeightSpread = 40;
 void check_same_training(const Trained& got, const Trained& ref, const LlamaConfig& cfg, double rtol,
                          const std::string& what);

@@ -18,7 +18,7 @@ The map (issue 22, issue 33) gives each claim of the seeds a status and the test
      checks). The marker is where the quantity the row names is asserted, not only a test that exists.
      A row that says "row 000.04.13" instead of citing tests leans on that row's marked test.
   4. GPU tests are not measured here: a row citing a test that skips without a GPU (SKIP_WITHOUT_GPU,
-     gpu_unavailable(), "built without CUDA") must say `compiled, not run`, and such a test's marker does not make a row measured.
+     gpu_unavailable(), "built without CUDA", or named "[gpu] ...") must say `compiled, not run`, and such a test's marker does not make a row measured.
 Prints one line per problem, "FILE:LINE: ..."; exit status 1 when there is one.
   python3 tests/tooling/playbook_map_check.py MAP SRC LTC_DIR        (LTC_DIR: NN.ltc, the -ltc listing of tests_NN)
 """
@@ -212,7 +212,8 @@ def check(path, src, ltc):
                 bad.append(f"{where}: {rid}: status '{p}' is not one of: " + ", ".join(TERMS))
         terms = {t for _, t in parts}
         gpu_cites = [c for n2, c, full in cited
-                     if any(GPU.search("\n".join(bodies[(n2, x)][2])) for x in full if (n2, x) in bodies)]
+                     if any(x.startswith("[gpu]") or GPU.search("\n".join(bodies[(n2, x)][2])) for x in full
+                            if (n2, x) in bodies)]
         if gpu_cites and "compiled, not run" not in terms:
             bad.append(f"{where}: {rid}: cites GPU test `{gpu_cites[0]}` (skipped without a GPU), "
                        f"so its status must say 'compiled, not run'")

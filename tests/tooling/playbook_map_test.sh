@@ -67,11 +67,11 @@ plant "a status outside the vocabulary is refused" 'tests_00 `rooted: reduce giv
 plant "a measured row whose test carries its marker passes" 'tests_00 `rooted: reduce gives ...`' 0 000.A.2 measured
 plant "a measured row citing a real test that does not assert it (no marker of its row) is refused" \
     'tests_00 `rooted: gather gives the root the parts ...`' 1 000.A.2 measured "asserts it"
-plant "a GPU row marked measured is refused" 'tests_02 `NCCL backend on one GPU: ...`' 1 000.A.10 \
+plant "a GPU row marked measured is refused" 'tests_02 `[gpu] NCCL backend on one GPU: ...`' 1 000.A.10 \
     "measured (on a GPU)" "compiled, not run"
-plant "a GPU row says compiled, not run" 'tests_02 `NCCL backend on one GPU: ...`' 0 000.A.10 "compiled, not run"
+plant "a GPU row says compiled, not run" 'tests_02 `[gpu] NCCL backend on one GPU: ...`' 0 000.A.10 "compiled, not run"
 plant "a GPU test cited beside a marked CPU one still needs compiled, not run" \
-    'tests_00 `rooted: reduce gives ...`; tests_02 `NCCL backend on one GPU: ...`' 1 000.A.2 measured \
+    'tests_00 `rooted: reduce gives ...`; tests_02 `[gpu] NCCL backend on one GPU: ...`' 1 000.A.2 measured \
     "compiled, not run"
 plant "a measured script row needs the marker in the script" '`tests/02_data_parallel/abort_test.sh`' 1 999.1.1 \
     measured "asserts it"
