@@ -58,7 +58,6 @@ bool check_metadata_checksum(const std::string& step_dir, const std::string& mp,
 // report of train_loop.cpp), checked for its type and range once, here: a later .at() or get<> cannot throw a
 // bare json error, nor a wrapped integer reach an index. Throws naming the file and the key.
 void check_metadata(const JsonField& root) {
-    root.at("step").integer(0, INT64_MAX);
     const JsonField model = root.at("model");
     model.at("name").string();
     for (const char* key : {"vocab", "hidden", "n_layers", "n_heads", "n_kv_heads", "ffn", "head_dim", "n_experts"})
