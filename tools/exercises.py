@@ -42,7 +42,11 @@ Catalogue tests/exercises/NN_name.txt, one stanza per exercise:
     minutes: 30
     points: 3
     test: tests_02 *ring all-reduce equals all_reduce*      (binary, doctest test-case filter; repeatable)
+    files: 02_data_parallel/ring_all_reduce.cpp             (the files a student edits: its regions' files)
     hint: one line for the student (repeatable)
+`check` holds `files:` to the files the exercise's markers are in. An exercise of a chapter in OWN_CHAPTER
+(02, 04, 06, 07, 11) must be solved in its own chapter's folder (issue 31: an instructor hands out one
+folder); the others are told where they are when outside (chapter 01's concept is common/ itself).
 The ids of the markers and of the catalogue must be the same set; NN is the chapter's number. An exercise's
 tests run its own code only, never another exercise's of its chapter: blanking one exercise must leave the
 others at full marks (`sweep` checks it), so a test that runs two exercises' code grades neither.
@@ -64,6 +68,10 @@ BEGIN = re.compile(r"^(\s*)// EXERCISE (\d\d)\.(\d+) begin: (.+?)\s*$")
 END = re.compile(r"^\s*// EXERCISE (\d\d)\.(\d+) end\s*$")
 ANY = re.compile(r"EXERCISE \d\d\.\d+ (begin|end)")
 SOURCE_EXT = (".cpp", ".hpp", ".cu", ".cuh", ".inc", ".h")
+
+
+# chapters whose exercises are solved by editing the chapter's own folder only (issue 31's instructor check)
+OWN_CHAPTER = ("02", "04", "06", "07", "11")
 
 
 def die(msg, code=2):
@@ -133,7 +141,7 @@ def find_regions(root, files=None):
 # ---- the catalogue ------------------------------------------------------------------------------------
 
 def read_catalogue(root):
-    """{id: dict(id, chapter, title, minutes, points, tests [(binary, filter)], hints [], where)}"""
+    """{id: dict(id, chapter, title, minutes, points, tests [(binary, filter)], files [], hints [], where)}"""
     cat = {}
     folder = os.path.join(root, "tests", "exercises")
     if not os.path.isdir(folder):
@@ -157,12 +165,12 @@ def read_catalogue(root):
                     if eid in cat:
                         die(f"{where}: exercise {eid} is listed twice (also {cat[eid]['where']})")
                     cur = cat[eid] = dict(id=eid, chapter=ch, title=m[3].strip(), minutes=0, points=0, tests=[],
-                                          hints=[], where=where)
+                                          files=[], hints=[], where=where)
                     continue
-                m = re.match(r"(minutes|points|test|hint): (.+)$", line)
+                m = re.match(r"(minutes|points|test|files|hint): (.+)$", line)
                 if not m or cur is None:
                     die(f"{where}: not understood (a stanza is '## NN.k: title', then 'minutes: N', 'points: N', "
-                        f"'test: tests_NN FILTER', 'hint: ...'): {line}")
+                        f"'test: tests_NN FILTER', 'files: PATH ...', 'hint: ...'): {line}")
                 key, val = m[1], m[2].strip()
                 if key in ("minutes", "points"):
                     if not val.isdigit() or int(val) == 0:
@@ -178,6 +186,8 @@ def read_catalogue(root):
                     if "," in parts[1]:
                         die(f"{where}: 'test: {val}': doctest splits a filter at commas; use * instead")
                     cur["tests"].append((parts[0], parts[1]))
+                elif key == "files":
+                    cur["files"] += val.split()
                 else:
                     cur["hints"].append(val)
         for e in cat.values():
@@ -187,6 +197,8 @@ def read_catalogue(root):
                         die(f"{e['where']}: exercise {e['id']} has no '{key}:' line")
                 if not e["tests"]:
                     die(f"{e['where']}: exercise {e['id']} has no 'test:' line: nothing would grade it")
+                if not e["files"]:
+                    die(f"{e['where']}: exercise {e['id']} has no 'files:' line: the student is not told what to edit")
     return cat
 
 
@@ -607,6 +619,23 @@ def check():
             bad += 1
             print(f"check: exercise {eid} has no known-wrong variant in tests/mutants/ ('exercise: {eid}' on a "
                   "variant that edits its region): write one the grader must fail")
+    # the files a student edits: the catalogue's files: line is where the markers are; chapters in OWN_CHAPTER
+    # are solved inside their own folder
+    dirs = chapter_dirs(SRC)
+    for eid in sorted(cat):
+        e, marked = cat[eid], sorted({r[0] for r in regions[eid]})
+        if sorted(set(e["files"])) != marked:
+            bad += 1
+            print(f"check: {e['where']}: exercise {eid}'s 'files: {' '.join(e['files'])}' differs from the files "
+                  f"its markers are in: {' '.join(marked)}")
+        outside = [f for f in marked if not f.startswith(dirs.get(e["chapter"], "?") + "/")]
+        if outside and e["chapter"] in OWN_CHAPTER:
+            bad += 1
+            print(f"check: exercise {eid} is solved in {' '.join(outside)}, outside {dirs.get(e['chapter'])}/ "
+                  f"(chapter {e['chapter']}'s exercises are edited in its own folder)")
+        elif outside:
+            print(f"check: note: exercise {eid} is solved in {' '.join(outside)} (chapter {e['chapter']}'s concept "
+                  "lives there)")
     chapters = sorted({e["chapter"] for e in cat.values()})
     for ch in chapters:
         n = [e for e in cat.values() if e["chapter"] == ch]
