@@ -8,7 +8,7 @@
 //   B   receive d loss / d output from the next virtual stage, Model::backward_input, send d loss / d input back
 //   W   Model::backward_weight of an earlier B: no message at all — zero-bubble schedules run it in the bubble
 //   BW  the fused Model::backward (B then W), as AFAB, 1F1B and interleaved do
-// Sends never block and receives do: the rule schedule_check.cpp proves a list cannot deadlock under. A stage
+// Sends never block and receives do: the rule tools/schedule_check.cpp proves a list cannot deadlock under. A stage
 // waits on a receive under the watchdog's deadline (--comm-timeout), and a stage that fails brings the job down
 // (run_main), so no stage waits forever. The hooks hear before every op that writes weight gradients
 // (before_gradients(i, last), last: the stage's final one — data parallelism's no_sync), so gradient
@@ -68,7 +68,7 @@ struct PipelineStepRecord {
     }
 };
 
-// One span for the Chrome trace (pipeline_clock.hpp writes them): compute on track 0, communication on track 1.
+// One span for the Chrome trace (tools/pipeline_clock.hpp writes them): compute on track 0, communication on track 1.
 struct TraceSpan {
     std::string name;
     double start = 0, dur = 0;  // seconds since the executor's clock origin

@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "../04_tensor_parallel/tp_training.hpp"
-#include "pipeline_clock.hpp"
 #include "pipeline_executor.hpp"
-#include "pipeline_replicas.hpp"
 #include "pipeline_schedule.hpp"
+#include "tools/pipeline_clock.hpp"
+#include "tools/pipeline_replicas.hpp"
 
 namespace penta {
 
