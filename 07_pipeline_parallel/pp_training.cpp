@@ -108,7 +108,7 @@ PipelineParts::PipelineParts(const TrainConfig& cfg, const PipelineFlags& pf, co
         model->set_boundary(boundary.get());
     }
     executor = std::make_unique<PipelineExecutor>(plan, grid.pp());
-    link = std::make_unique<PipelineLink>(grid.pp());
+    pp = &grid.pp();
     opt = make_tp_optimizer(*model, grid, pf.zero, ac, cores.data, cores.data_axes);
     hooks = opt.hooks;
     // decided alike on every stage (the pair is a split of pp): some tensor is held by two of them
