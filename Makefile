@@ -63,9 +63,10 @@ LIB     := $(OBJ)/libpenta.a
 # Chapters are layered: chapter NN builds on common/ and chapters < NN, never on a later one, so that a
 # broken later chapter (a workshop blank, a half-done exercise) cannot break an earlier chapter's build or
 # grading. scripts/check_layering.sh checks the includes; here the links follow the same rule:
-#   build/bin/NN_name   the chapter's program + the concept files (every other .cpp, and with CUDA every .cu)
-#                       of chapters <= NN + libpenta. The program is NN_name/train.cpp, or NN_name/lab.cpp in
-#                       a chapter that trains nothing (10_kernels: the kernels lab's driver).
+#   build/bin/NN_name   the chapter's program + the concept files (every other .cpp, and with CUDA every .cu, of
+#                       the folder and its subfolders) of chapters <= NN + libpenta. The program is
+#                       NN_name/train.cpp, or NN_name/lab.cpp in a chapter that trains nothing (10_kernels: the
+#                       kernels lab's driver).
 #   build/bin/tests_NN  chapter NN's tests: tests/test_main.cpp (the MPI-aware doctest main) + the test_*.cpp
 #                       in tests/NN_name/ + the test helpers and concept files of chapters <= NN + libpenta.
 #                       tests_00 holds common/'s tests (tests/00_common/) and links no chapter.
@@ -80,9 +81,13 @@ LAST     := $(lastword $(NUMS))
 # the numbers 00 ... $1 of NUMS (two digits each, so comparing them as strings compares them as numbers)
 upto      = $(foreach n,$(NUMS),$(if $(filter $n,$(firstword $(sort $n $1))),$n))
 objs      = $(patsubst %.cu,$(OBJ)/%.o,$(patsubst %.cpp,$(OBJ)/%.o,$1))
-# chapter $1's concept objects (00: none, common/ is libpenta), its test cases, its test helpers
-concepts  = $(call objs,$(filter-out %/train.cpp %/lab.cpp,$(wildcard $1_*/*.cpp)) \
-                        $(if $(filter 1,$(CUDA)),$(wildcard $1_*/*.cu),))
+# chapter $1's concept objects (00: none, common/ is libpenta), its test cases, its test helpers. A chapter's
+# concept files are every source in its folder and in its subfolders (07_pipeline_parallel/tools/: the checker,
+# player, clock, trace and report beside the schedules), less the program and a subfolder's main.cpp, which is
+# a program of its own (09_5d/plan/main.cpp: the layout planner's command line)
+chsrc     = $(wildcard $1_*/*.$2 $1_*/*/*.$2)
+concepts  = $(call objs,$(filter-out %/train.cpp %/lab.cpp %/main.cpp,$(call chsrc,$1,cpp)) \
+                        $(if $(filter 1,$(CUDA)),$(call chsrc,$1,cu),))
 testcases = $(call objs,$(wildcard tests/$1_*/test_*.cpp))
 helpers   = $(call objs,$(filter-out $(wildcard tests/$1_*/test_*.cpp),$(wildcard tests/$1_*/*.cpp)))
 # the same, for chapters 00 ... $1

@@ -16,16 +16,7 @@ namespace {
 double steady_seconds() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-[[noreturn]] void not_here(const char* what) {
-    FAIL("PipelineLink::%s: a pipeline's stages exchange through PipelineExecutor (by virtual stage); run the step "
-         "with it as the Trainer's schedule", what);
-}
 }  // namespace
-
-Tensor PipelineLink::recv_forward(const MicroBatch&) { not_here("recv_forward"); }
-void PipelineLink::send_forward(const MicroBatch&, const Tensor&) { not_here("send_forward"); }
-Tensor PipelineLink::recv_backward(const MicroBatch&) { not_here("recv_backward"); }
-void PipelineLink::send_backward(const MicroBatch&, const Tensor&) { not_here("send_backward"); }
 
 PipelineExecutor::PipelineExecutor(PipelinePlan plan, Comm& pp) : plan_(std::move(plan)), pp_(pp), me_(pp.rank()) {
     CHECK(pp.size() == plan_.stages, "the pipeline plan has %d stages and the pipeline group %d ranks", plan_.stages,
@@ -112,7 +103,7 @@ void PipelineExecutor::send(const Tensor& t, bool forward, int mb, int to_vs, do
                           step_origin_ - origin_ + at, now() - at, 1});
 }
 
-ScheduleResult PipelineExecutor::run(Model& model, std::vector<MicroBatch>& mbs, double global_tokens, StageLink& link,
+ScheduleResult PipelineExecutor::run(Model& model, std::vector<MicroBatch>& mbs, double global_tokens,
                                      StepHooks& hooks) {
     const std::vector<PipeOp>& ops = plan_.ops[me_];
     CHECK((int)mbs.size() == plan_.micro_batches,

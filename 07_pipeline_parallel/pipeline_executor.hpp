@@ -8,13 +8,13 @@
 //   B   receive d loss / d output from the next virtual stage, Model::backward_input, send d loss / d input back
 //   W   Model::backward_weight of an earlier B: no message at all — zero-bubble schedules run it in the bubble
 //   BW  the fused Model::backward (B then W), as AFAB, 1F1B and interleaved do
-// Sends never block and receives do: the rule schedule_check.cpp proves a list cannot deadlock under. A stage
+// Sends never block and receives do: the rule tools/schedule_check.cpp proves a list cannot deadlock under. A stage
 // waits on a receive under the watchdog's deadline (--comm-timeout), and a stage that fails brings the job down
 // (run_main), so no stage waits forever. The hooks hear before every op that writes weight gradients
 // (before_gradients(i, last), last: the stage's final one — data parallelism's no_sync), so gradient
 // synchronisation happens once per step, after the last micro-batch.
-// The loss is the head's stage's; PipelineLink sums it (and the MoE aux losses) over the stages, so every rank
-// reports the same number. Messages between two chunks of one stage (--pp 1 with chunks) are handed over locally.
+// The loss is the head's stage's; the training step sums it (and the MoE aux losses) over the pipeline group
+// (Trainer::stages), so every rank reports the same number. Messages between two chunks of one stage (--pp 1 with chunks) are handed over locally.
 //   mpirun -np 4 build/bin/07_pipeline_parallel --pp 4 --pp-schedule 1f1b --grad-accum 8
 #pragma once
 #include <algorithm>
@@ -28,20 +28,6 @@
 #include "pipeline_schedule.hpp"
 
 namespace penta {
-
-// The stage link of a pipeline: the loss and the aux losses summed over the stages (only the head's stage has
-// a loss; DualPipe has two heads, one per direction). The exchange itself is the executor's own, addressed by
-// virtual stage: the single-stage exchange methods refuse.
-struct PipelineLink : StageLink {
-    explicit PipelineLink(Comm& pp) : pp(pp) {}
-    Tensor recv_forward(const MicroBatch& mb) override;
-    void send_forward(const MicroBatch& mb, const Tensor& output) override;
-    Tensor recv_backward(const MicroBatch& mb) override;
-    void send_backward(const MicroBatch& mb, const Tensor& d_input) override;
-    double share_loss(double loss) override { return sum_over_stages(loss); }
-    double sum_over_stages(double x) override { return pp.size() > 1 ? pp.all_reduce_scalar(x) : x; }
-    Comm& pp;
-};
 
 // What one op of the list did on this stage, wall times in seconds since the step's start (a barrier of the
 // pipeline group, so the stages' clocks start together).
@@ -68,7 +54,7 @@ struct PipelineStepRecord {
     }
 };
 
-// One span for the Chrome trace (pipeline_clock.hpp writes them): compute on track 0, communication on track 1.
+// One span for the Chrome trace (tools/pipeline_clock.hpp writes them): compute on track 0, communication on track 1.
 struct TraceSpan {
     std::string name;
     double start = 0, dur = 0;  // seconds since the executor's clock origin
@@ -80,7 +66,7 @@ class PipelineExecutor : public Schedule {
     // plan: checked (make_pipeline_plan); pp: the pipeline group, whose rank is this stage
     PipelineExecutor(PipelinePlan plan, Comm& pp);
     const char* name() const override { return pipe_schedule_name(plan_.kind); }
-    ScheduleResult run(Model& model, std::vector<MicroBatch>& micro_batches, double global_tokens, StageLink& link,
+    ScheduleResult run(Model& model, std::vector<MicroBatch>& micro_batches, double global_tokens,
                        StepHooks& hooks) override;
 
     const PipelinePlan& plan() const { return plan_; }

@@ -1,5 +1,5 @@
 // pipeline_schedule.cpp — the five schedules' lists, where each virtual stage runs, and how the layers are cut
-// (pipeline_schedule.hpp). The checker is schedule_check.cpp.
+// (pipeline_schedule.hpp). The checker is tools/schedule_check.cpp.
 // Playbook: "Pipeline parallelism". Test: `build/bin/tests_07 -ts='ch07 np1'`.
 #include "pipeline_schedule.hpp"
 
@@ -8,7 +8,7 @@
 
 #include "../common/config.hpp"
 #include "../common/core.hpp"
-#include "schedule_play.hpp"
+#include "tools/schedule_play.hpp"
 
 namespace penta {
 
@@ -78,7 +78,8 @@ PipelinePlan linear_plan(PipeScheduleKind kind, int p, int m) {
     return P;
 }
 
-// GPipe: every forward, then every backward
+// AFAB, all-forward-all-backward (GPipe): bubble (p-1)/m; every stage holds all m micro-batches' activations.
+// Every forward, then every backward.
 PipelinePlan afab(int p, int m) {
     PipelinePlan P = linear_plan(PipeScheduleKind::afab, p, m);
     // EXERCISE 07.2 begin: AFAB (GPipe)'s op list: every forward, then every backward
@@ -90,8 +91,8 @@ PipelinePlan afab(int p, int m) {
     return P;
 }
 
-// PipeDream-flush / Megatron-LM's 1F1B: stage i runs p-i-1 forwards ahead, then alternates, so at most p-i
-// micro-batches wait for their backward on it
+// 1F1B, one-forward-one-backward (PipeDream-flush, Megatron-LM): bubble (p-1)/m, AFAB's; stage i holds p-i.
+// Stage i runs p-i-1 forwards ahead, then alternates, so at most p-i micro-batches wait for their backward on it.
 PipelinePlan one_f_one_b(int p, int m) {
     PipelinePlan P = linear_plan(PipeScheduleKind::one_f_one_b, p, m);
     // EXERCISE 07.1 begin: 1F1B's op list: stage i runs p-i-1 warm-up forwards, then alternates one forward and one backward, then drains
@@ -108,7 +109,8 @@ PipelinePlan one_f_one_b(int p, int m) {
     return P;
 }
 
-// ZB-H1: the 1F1B order with B and W apart. Stage i keeps i W's pending: stage 0, whose backwards come last and
+// ZB-H1, zero bubble (Qi et al. 2024): bubble (p-1)(F+B-W)/(m(F+B+W)), a third of 1F1B's at F = B = W.
+// The 1F1B order with B and W apart. Stage i keeps i W's pending: stage 0, whose backwards come last and
 // end the step, runs each W at once (B0 W0); the last stage, whose backwards are done first and which would idle
 // through the cool-down while the gradients travel back to stage 0, fills it with its p-1 deferred W's (... B7
 // W4 W5 W6 W7 at p 4, m 8).
@@ -132,18 +134,21 @@ PipelinePlan zb1(int p, int m) {
     return P;
 }
 
-// Megatron-LM's interleaved 1F1B: virtual stage s = c·p + i lives on stage i as its chunk c. Forwards go in
-// rounds of p micro-batches through chunk 0, then chunk 1, ...; backwards the same rounds through the chunks in
-// reverse; with m not a multiple of p the last round is short (m mod p micro-batches), as Megatron-LM's schedule
-// table does. Stage i wants 2(p-i-1) + (v-1)p forwards ahead, then to alternate. With full rounds those lists run
-// as they are; with a short one the play (schedule_play.hpp) runs a backward early where the wanted order would
-// receive from a peer out of the order it sends (p 2) or deadlock (p 4, v 3).
+// interleaved's wish (streams: forwards, backwards): a forward while one is left and fewer than hint + 1 run
+// ahead of the backwards (the warm-up, then 1F1B), else a backward
 std::vector<int> one_f_one_b_wish(const std::vector<int>& done, const StageWish& w) {
     const int nf = done[0], nb = done[1];
     if (nf < (int)w.streams[0].size() && nf < w.hint + 1 + nb) return {0, 1};
     return {1, 0};
 }
 
+// Interleaved 1F1B (Megatron-LM, v model chunks per stage): bubble (p-1)/(v·m) with full rounds of p.
+// Virtual stage s = c·p + i lives on stage i as its chunk c. Forwards go in rounds of p micro-batches through chunk
+// 0, then chunk 1, ...; backwards the same rounds through the chunks in reverse; with m not a multiple of p the last
+// round is short (m mod p micro-batches), as Megatron-LM's schedule table does. Stage i wants 2(p-i-1) + (v-1)p
+// forwards ahead, then to alternate. With full rounds those lists run as they are; with a short one the play
+// (tools/schedule_play.hpp) runs a backward early where the wanted order would receive from a peer out of the order
+// it sends (p 2) or deadlock (p 4, v 3).
 PipelinePlan interleaved(int p, int m, int v) {
     PipelinePlan P;
     P.kind = PipeScheduleKind::interleaved, P.stages = p, P.chunks = v, P.micro_batches = m, P.virtual_stages = p * v;
@@ -189,7 +194,7 @@ std::vector<int> dualpipe_wish(const std::vector<int>& done, const StageWish& w)
 }
 
 // DualPipe for the m its eight steps do not take (odd, or fewer than 2p - 2): the same two directions and places,
-// ceil(m/2) micro-batches down and floor(m/2) up, played greedily (schedule_play.hpp): a stage runs the first
+// ceil(m/2) micro-batches down and floor(m/2) up, played greedily (tools/schedule_play.hpp): a stage runs the first
 // ready op of its wish — a backward (B now, its W when nothing else is ready), else a forward, at most p + 1
 // micro-batch chunks held at once as DualPipe does.
 PipelinePlan dualpipe_played(int p, int m) {
@@ -212,7 +217,8 @@ PipelinePlan dualpipe_played(int p, int m) {
     return P;
 }
 
-// DualPipe (DeepSeek-V3): stage i holds virtual stage i of direction 0 (its chunk 0: micro-batches 0..m/2-1
+// DualPipe (DeepSeek-V3), two directions: bubble at most (p/2-1)(F+2B-W)/(m(F+B+W)), two model copies a stage.
+// Stage i holds virtual stage i of direction 0 (its chunk 0: micro-batches 0..m/2-1
 // enter at stage 0) and virtual stage p-1-i of direction 1 (its chunk 1: micro-batches m/2..m-1 enter at
 // stage p-1). The op order is the eight steps of DeepSeek's dualpipe.py step(): a stage calls its two
 // directions "phase 0" and "phase 1", phase 0 being direction 0 on the first half of the stages and direction 1

@@ -15,7 +15,7 @@
 //   afab         all forwards, then all backwards (GPipe): m micro-batches in flight
 //   1f1b         p-i-1 forwards to warm up, then one forward, one backward; p-i in flight
 //   interleaved  Megatron-LM's order over v chunks: micro-batches in rounds of p through chunk 0, 1, ...;
-//                warm-up 2(p-i-1) + (v-1)p forwards; any m, the last round short (played: schedule_play.hpp)
+//                warm-up 2(p-i-1) + (v-1)p forwards; any m, the last round short (played: tools/schedule_play.hpp)
 //   zb1          1F1B with B and W apart, stage i keeping i W's pending (ZB-H1, Qi et al. 2024): the W's fill
 //                the cool-down bubble, peak memory that of 1F1B's first stage
 //   dualpipe     DeepSeek-V3's bidirectional schedule (its open-source dualpipe.py, steps 1-8), B and W apart
@@ -61,7 +61,7 @@ struct PipelinePlan {
     // where virtual stage s of direction d runs: place[d][s] = (stage, chunk)
     std::vector<std::vector<std::pair<int, int>>> place;
     std::vector<std::vector<PipeOp>> ops;  // per stage, in order
-    int departures = 0;  // ops a played schedule ran out of the order its stages wanted (schedule_play.hpp)
+    int departures = 0;  // ops a played schedule ran out of the order its stages wanted (tools/schedule_play.hpp)
 
     // the virtual stage that (stage, chunk) runs for micro-batch mb; -1 when that micro-batch never visits it
     int virtual_stage(int stage, int chunk, int mb) const;
@@ -74,7 +74,7 @@ struct PipelinePlan {
 // The five schedules, checked (check_plan). v: chunks per stage (interleaved only). Throws naming the flag and
 // the rule when a schedule cannot take p or v: DualPipe needs p even. Every m >= 1 runs: interleaved with a short
 // last round of micro-batches when m is not a multiple of p, DualPipe played when m is odd or below 2p - 2 (the
-// sizes DeepSeek's steps assume); both played with schedule_play.hpp.
+// sizes DeepSeek's steps assume); both played with tools/schedule_play.hpp.
 PipelinePlan make_pipeline_plan(PipeScheduleKind kind, int p, int m, int v = 1);
 // Those rules alone (v > 1 only interleaved, DualPipe's even p), which build nothing: a program checks them, and
 // the layer split of its S = p · v virtual stages (split_layers), before it builds a plan of p · v · m ops.

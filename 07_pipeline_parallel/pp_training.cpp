@@ -1,5 +1,5 @@
 // pp_training.cpp — chapter 07's dp × pp × tp run (pp_training.hpp): the flags and their rules, the parts of a
-// rank, the loop. The tables printed after training are pp_report.cpp.
+// rank, the loop. The tables printed after training are tools/pp_report.cpp.
 //   mpirun -np 2 build/bin/07_pipeline_parallel --pp 2 --pp-schedule zb1
 #include "pp_training.hpp"
 
@@ -10,7 +10,7 @@
 
 #include "../05_sequence_parallel/sequence_parallel.hpp"
 #include "../common/runtime.hpp"
-#include "chrome_trace.hpp"
+#include "tools/chrome_trace.hpp"
 
 namespace penta {
 
@@ -108,7 +108,7 @@ PipelineParts::PipelineParts(const TrainConfig& cfg, const PipelineFlags& pf, co
         model->set_boundary(boundary.get());
     }
     executor = std::make_unique<PipelineExecutor>(plan, grid.pp());
-    link = std::make_unique<PipelineLink>(grid.pp());
+    pp = &grid.pp();
     opt = make_tp_optimizer(*model, grid, pf.zero, ac, cores.data, cores.data_axes);
     hooks = opt.hooks;
     // decided alike on every stage (the pair is a split of pp): some tensor is held by two of them

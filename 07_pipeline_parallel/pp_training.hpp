@@ -5,8 +5,8 @@
 // a pipeline's stages may sit on different nodes and only activations cross them. What PP changes:
 //   - the model: each stage builds its virtual stages' layers (pipeline_schedule.hpp: stage_slice), the
 //     embedding on the stage that runs virtual stage 0, the head on the one that runs the last;
-//   - the step: the Trainer's schedule is the PipelineExecutor over this stage's list, its link the
-//     PipelineLink (the loss summed over the stages);
+//   - the step: the Trainer's schedule is the PipelineExecutor over this stage's list, its stages the pipeline
+//     group (the loss summed over them);
 //   - the tensors two stages hold (a tied embedding, DualPipe's mirror copies): PipelineReplicaHooks sums
 //     their gradients over the pair.
 // Data parallelism (chapter 02, or ZeRO-1/2 of chapter 03) runs over each stage's dp group unchanged: its
@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "../04_tensor_parallel/tp_training.hpp"
-#include "pipeline_clock.hpp"
 #include "pipeline_executor.hpp"
-#include "pipeline_replicas.hpp"
 #include "pipeline_schedule.hpp"
+#include "tools/pipeline_clock.hpp"
+#include "tools/pipeline_replicas.hpp"
 
 namespace penta {
 
@@ -65,7 +65,7 @@ struct PipelineParts {
     PipelineParts(const TrainConfig& cfg, const PipelineFlags& pf, const LlamaConfig& mc, ParallelGrid& grid,
                   Device device, const AdamWConfig& ac, const StageCores& cores = {});
     ~PipelineParts();
-    Trainer trainer() { return Trainer{*model, *opt.optim, hooks, executor.get(), link.get()}; }
+    Trainer trainer() { return Trainer{*model, *opt.optim, hooks, executor.get(), pp}; }
 
     PipelinePlan plan;
     std::vector<LayerRange> pieces;  // the layers of each virtual stage
@@ -73,7 +73,7 @@ struct PipelineParts {
     std::unique_ptr<VocabParallelCrossEntropy> loss;
     std::unique_ptr<TensorParallel> boundary;
     std::unique_ptr<PipelineExecutor> executor;
-    std::unique_ptr<PipelineLink> link;
+    Comm* pp = nullptr;                               // the pipeline group: the grid's
     TensorParallelOptimizer opt;                      // over dp (chapter 02's all-reduce, or ZeRO)
     std::unique_ptr<PipelineReplicaHooks> replicas;   // a tied model over pp > 1, DualPipe
     std::vector<StepHooks*> hooks;                    // opt's, then replicas

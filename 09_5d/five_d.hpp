@@ -5,7 +5,7 @@
 // dp × cp plane (grid.hpp). Nothing here computes: each axis enters through the seam its chapter built, and
 // this file only hands each seam its piece —
 //   pp   chapter 07's PipelineParts: the stage's slice of the model, the PipelineExecutor running --pp-schedule's
-//        list, the PipelineLink, the replica hooks (a tied table, DualPipe); with --pp 1 the same executor runs
+//        list, the pipeline group summing the loss, the replica hooks (a tied table, DualPipe); with --pp 1 the same executor runs
 //        the one stage's list;
 //   tp   chapters 04/05, inside PipelineParts: the layout's shards, f/g or SP's boundary, the vocab-parallel loss;
 //   cp   chapter 06: the ContextParallelAttention core (StageCores::attention_core) and its BatchPlan (each cp

@@ -342,8 +342,8 @@ RankPrediction predict_rank(const Job& job, const Machine& m, const Layout& L, i
     };
     r.bytes.dp = reduce(dense, s.embedding, c.tied_embeddings, K) + reduce(s.expert_numel, 0, true, Ke);
     r.bytes.pp = pipeline_stage_bytes(pipeline_sends(L, r.coords.pp), Nr, h, eb);
-    // the tensors two stages hold have their gradients summed over the pair once per step (pipeline_replicas.hpp),
-    // an all-reduce of two over what this rank's optimizer holds: DualPipe's every tensor (stage s and p-1-s hold
+    // the tensors two stages hold have their gradients summed over the pair once per step
+    // (07_pipeline_parallel/tools/pipeline_replicas.hpp), an all-reduce of two over what this rank's optimizer holds: DualPipe's every tensor (stage s and p-1-s hold
     // the same layers), else a tied table, held by the first stage and (as a replica) by the last
     const int p = g.pp, st = r.coords.pp;
     if (p > 1 && L.schedule == PipeScheduleKind::dualpipe) {

@@ -54,17 +54,20 @@ struct LoadProgressOptions {
     double from_bytes = 256e6, every_seconds = 2;
 };
 
-class HfCheckpoint : public WeightSource {
+// Where a model's first weights come from when they are not init_params' seeded values (ModelOptions::weights).
+class HfCheckpoint {
    public:
     // Opens DIR's safetensors files (model.safetensors or the index's shards), checking each file's header
     // and that the index and the files agree. Throws naming the file, the tensor and the rule.
     explicit HfCheckpoint(const std::string& dir, const LoadProgressOptions& progress = {});
     const std::string& dir() const { return dir_; }
-    // against the full model (built with the model's cores): every tensor present with its full shape and a
-    // dtype we read, no tensor left over but a tied model's lm_head copy and a rotary table
-    void check(const ParamLayout& full) const override;
-    // this rank's slices of layout's tensors into flat (WeightSource); rank 0 prints progress on a big load
-    void fill(const ParamLayout& layout, Tensor& flat) const override;
+    // against the full model (built with the model's cores), before anything is allocated: every tensor present
+    // with its full shape and a dtype we read, no tensor left over but a tied model's lm_head copy and a rotary
+    // table; throws naming the tensor
+    void check(const ParamLayout& full) const;
+    // the values of layout's tensors, this rank's slices of each, into flat, exactly as init_params would write
+    // seeded ones (a unit's or a shard's layout works too); rank 0 prints progress on a big load
+    void fill(const ParamLayout& layout, Tensor& flat) const;
 
    private:
     struct Source {

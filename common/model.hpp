@@ -32,6 +32,8 @@
 
 namespace penta {
 
+class HfCheckpoint;  // hf_checkpoint.hpp (which includes this file)
+
 struct ModelOptions {
     Recompute recompute = Recompute::none;
     AttentionKernel attention = AttentionKernel::flash;
@@ -44,7 +46,7 @@ struct ModelOptions {
     Precision precision;
     // where the first weights come from: nullptr, init_params keyed by the seed; or a checkpoint
     // (hf_checkpoint.hpp: --model DIR), each rank reading its slices
-    std::shared_ptr<const WeightSource> weights;
+    std::shared_ptr<const HfCheckpoint> weights;
     // the layer's cores; they declare their weights, so they are chosen when the model is built
     std::shared_ptr<AttentionCore> attention_core;  // nullptr: LocalAttention(attention)
     std::shared_ptr<MlpCore> mlp_core;              // nullptr: DenseSwiGLU

@@ -190,15 +190,4 @@ void init_params(const ParamLayout& layout, uint64_t seed, Tensor& flat);
 // they are the same buffer. How init_params and a checkpoint's loader hand their values over.
 void store_params(const Tensor& host, Tensor& flat);
 
-// Where a model's first weights come from when they are not init_params' seeded values: a Hugging Face
-// checkpoint (hf_checkpoint.hpp). fill writes the values of layout's tensors, this rank's slices of each,
-// into flat, exactly as init_params would write seeded ones (a unit's or a shard's layout works too).
-struct WeightSource {
-    virtual ~WeightSource() = default;
-    // before anything is allocated: throws when the source cannot give the full model `full` (a tensor
-    // missing, a shape that differs, a tensor the model has no place for)
-    virtual void check(const ParamLayout& full) const = 0;
-    virtual void fill(const ParamLayout& layout, Tensor& flat) const = 0;
-};
-
 }  // namespace penta

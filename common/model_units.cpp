@@ -6,6 +6,7 @@
 // Test: `make test CH=01`.
 #include <algorithm>
 
+#include "hf_checkpoint.hpp"
 #include "model.hpp"
 #include "ops.hpp"
 #include "rope.hpp"

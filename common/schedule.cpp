@@ -9,22 +9,20 @@
 namespace penta {
 
 ScheduleResult Sequential::run(Model& model, std::vector<MicroBatch>& micro_batches, double global_tokens,
-                               StageLink& link, StepHooks& hooks) {
+                               StepHooks& hooks) {
     ScheduleResult r;
     const Device dev = model.device();
     for (size_t i = 0; i < micro_batches.size(); i++) {
         const MicroBatch& mb = micro_batches[i];
         const int64_t before = kept_activation_bytes(dev);  // on the device, and on the host under offload
-        MicroBatchActs acts = model.forward(mb, global_tokens, link.recv_forward(mb));
+        MicroBatchActs acts = model.forward(mb, global_tokens);
         if (i == 0) r.saved_activation_bytes = kept_activation_bytes(dev) - before;
         if (r.first_non_finite < 0 && !std::isfinite(acts.loss)) r.first_non_finite = (int64_t)i;
         r.loss += acts.loss;
         r.aux_loss += acts.aux_loss;
-        if (acts.output.defined()) link.send_forward(mb, acts.output);
         hooks.before_gradients((int64_t)i, i + 1 == micro_batches.size());
         // gradients accumulate into model.grads() (or the layout's gradient sink)
-        Tensor d_input = model.backward(acts, link.recv_backward(mb));
-        if (d_input.defined()) link.send_backward(mb, d_input);
+        model.backward(acts);
     }
     return r;
 }

@@ -1,12 +1,11 @@
 // schedule.hpp — in which order a step's micro-batches run their forward and backward on this rank's
-// slice of the model, and how a pipeline stage exchanges activations with its neighbours.
+// slice of the model.
 //
 // A step is a schedule over micro-batches. On one stage (chapters 01-06, 08) the schedule is Sequential:
 // forward then backward of each micro-batch in turn — gradient accumulation. Chapter 07 adds the pipeline
-// schedules (AFAB, 1F1B, interleaved, zero bubble, DualPipe) as more Schedules over the same model calls
-// (Model::forward, backward_input, backward_weight), and a StageLink that sends activations and their
-// gradients to the neighbouring stages; the single-stage link below exchanges nothing. The stage that holds
-// the head computes the loss and shares it (share_loss), so every rank reports the same number.
+// schedules (AFAB, 1F1B, interleaved, zero bubble, DualPipe) as one more Schedule over the same model calls
+// (Model::forward, backward_input, backward_weight), which also sends activations and their gradients to the
+// neighbouring stages (07_pipeline_parallel/pipeline_executor.hpp).
 //
 // Playbook: "First steps: training on one GPU" (gradient accumulation), "Pipeline parallelism".
 // Test: `make test CH=01` (tests/01_single_gpu/test_schedule.cpp).
@@ -18,24 +17,6 @@
 namespace penta {
 
 struct StepHooks;
-
-// Stage-to-stage exchange of one micro-batch's activations (forward) and their gradients (backward).
-// The defaults are a single stage's: nothing to receive (the model reads tokens), nothing to send (it
-// holds the head), the loss already here.
-struct StageLink {
-    virtual ~StageLink() = default;
-    // the previous stage's output (N, h) for mb; undefined on the first stage
-    virtual Tensor recv_forward(const MicroBatch& mb) { return Tensor(); }
-    virtual void send_forward(const MicroBatch& mb, const Tensor& output) {}
-    // d loss / d this stage's output (N, h); undefined on the last stage
-    virtual Tensor recv_backward(const MicroBatch& mb) { return Tensor(); }
-    virtual void send_backward(const MicroBatch& mb, const Tensor& d_input) {}
-    // the loss as the head's stage computed it, on every stage of the pipeline
-    virtual double share_loss(double loss) { return loss; }
-    // x summed over the stages of the pipeline, on every stage (the MLP cores' aux losses: every stage's
-    // layers add theirs)
-    virtual double sum_over_stages(double x) { return x; }
-};
 
 struct ScheduleResult {
     double loss = 0;      // sum over the micro-batches of Model::forward's loss (the head's stage's)
@@ -51,14 +32,14 @@ struct Schedule {
     // before each micro-batch's weight gradients (before_gradients(i, last): before backward, or before
     // backward_weight when W is deferred). global_tokens: the loss's denominator.
     virtual ScheduleResult run(Model& model, std::vector<MicroBatch>& micro_batches, double global_tokens,
-                               StageLink& link, StepHooks& hooks) = 0;
+                               StepHooks& hooks) = 0;
 };
 
 // Forward then backward of each micro-batch in turn: gradient accumulation on one stage (chapter 01).
 // Across several stages it is correct but idle most of the time — chapter 07's reason to exist.
 struct Sequential : Schedule {
     const char* name() const override { return "sequential"; }
-    ScheduleResult run(Model& model, std::vector<MicroBatch>& micro_batches, double global_tokens, StageLink& link,
+    ScheduleResult run(Model& model, std::vector<MicroBatch>& micro_batches, double global_tokens,
                        StepHooks& hooks) override;
 };
 

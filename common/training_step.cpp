@@ -138,9 +138,9 @@ std::vector<MicroBatch> make_micro_batches(const Dataset& data, int64_t step, co
 StepResult training_step(Trainer& t, const Dataset& data, int64_t step, const BatchPlan& plan, float lr,
                          float grad_clip) {
     static Sequential sequential;
-    static StageLink one_stage;
     Schedule& schedule = t.schedule ? *t.schedule : sequential;
-    StageLink& link = t.link ? *t.link : one_stage;
+    // x summed over the pipeline's stages, on every stage: only the head's stage has a loss (DualPipe: two heads)
+    auto over_stages = [&](double x) { return t.stages && t.stages->size() > 1 ? t.stages->all_reduce_scalar(x) : x; };
     HookList hooks(t.hooks);
     StepResult r;
     int64_t held = 0;
@@ -160,12 +160,12 @@ StepResult training_step(Trainer& t, const Dataset& data, int64_t step, const Ba
     if (t.scaler) r.loss_scale = t.scaler->scale();
     t.model.zero_grads();
     hooks.begin_step();
-    const ScheduleResult s = schedule.run(t.model, mbs, r.global_tokens / r.loss_scale, link, hooks);
+    const ScheduleResult s = schedule.run(t.model, mbs, r.global_tokens / r.loss_scale, hooks);
     hooks.finish_gradients();
     r.saved_activation_bytes = s.saved_activation_bytes;
-    r.loss = plan.sum_over_batch(link.share_loss(s.loss)) / r.loss_scale;
+    r.loss = plan.sum_over_batch(over_stages(s.loss)) / r.loss_scale;
     if (t.model.mlp().has_aux_loss())
-        r.aux_loss = plan.sum_over_batch(link.sum_over_stages(s.aux_loss)) / r.loss_scale;
+        r.aux_loss = plan.sum_over_batch(over_stages(s.aux_loss)) / r.loss_scale;
     hooks.before_update();
     // AdamW::step, split so that the cheap check of every step (the loss, and the norm the optimizer
     // computes anyway; both are reduced, so every rank decides alike) runs before the update

@@ -10,7 +10,7 @@
 //   - the BatchPlan: which rows of the global batch this rank reads, which tokens of each sequence it holds
 //     (a SequenceSharder: context parallelism), and the group the token count and loss are summed over;
 //   - the Trainer: the optimizer over what this rank updates, the hooks the layout adds (data parallelism,
-//     ZeRO, ...), the schedule and the stage link (pipeline parallelism).
+//     ZeRO, ...), the schedule and the group of pipeline stages the loss is summed over (pipeline parallelism).
 //   build/bin/01_single_gpu --micro-batch 2 --grad-accum 4   (the same training as --micro-batch 8)
 #pragma once
 #include <memory>
@@ -89,7 +89,8 @@ struct Trainer {
     AdamW& optimizer;                 // over what this rank updates: the flat buffer, or a ZeRO shard
     std::vector<StepHooks*> hooks{};  // what the layout adds
     Schedule* schedule = nullptr;     // nullptr: Sequential
-    StageLink* link = nullptr;        // nullptr: one stage, nothing to exchange
+    Comm* stages = nullptr;           // the pipeline group, which sums the loss (the head's stage's) and the
+                                      // aux losses (every stage's layers'); nullptr: one stage
     LossScaler* scaler = nullptr;     // fp16's loss scaling (the policy's loss_scaling needs one); nullptr: none
 };
 

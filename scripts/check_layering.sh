@@ -2,7 +2,7 @@
 # check_layering.sh [ROOT] — the include rules that let chapter NN build and pass its tests while a later
 # chapter is broken (a workshop blank, a half-done exercise): `make test CH=NN` compiles nothing later.
 #   1. common/ includes no chapter folder: every chapter, and every test binary, rests on common/ alone.
-#   2. a chapter NN_name/ includes no later chapter MM_name/ (MM > NN).
+#   2. a chapter NN_name/ (its subfolders included) includes no later chapter MM_name/ (MM > NN).
 #   3. a test under tests/NN_name/ includes no later chapter and no later chapter's test folder (MM > NN);
 #      the harness at the top of tests/ (testing.hpp, test_main.cpp, linked into every test binary) includes
 #      no chapter at all (tests/00_common at most).
@@ -48,7 +48,7 @@ for dir in [0-9][0-9]_*/; do
     nn=${dir:0:2}
     while IFS= read -r f; do
         check "$f" $((10#$nn)) "chapter $nn may not include a later chapter (rule 2: chapters <= $nn only)"
-    done < <(sources "$dir")
+    done < <(find "$dir" -type d | sort | while IFS= read -r d; do sources "$d"; done)  # its subfolders too (07's tools/)
 done
 if [ -d tests ]; then
     while IFS= read -r f; do

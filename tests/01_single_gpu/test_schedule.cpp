@@ -1,9 +1,8 @@
 // test_schedule.cpp — the training step's seams (training_step.hpp, schedule.hpp): a list of hooks runs
-// phase by phase whatever its order; the Sequential schedule tells the hooks which backward is the last and
-// hands a pipeline stage's output and input gradient to its StageLink; a sharder picks the tokens (and their
-// positions) a rank holds, and the token count follows; a step's loss and grad norm do not depend on how
-// the global batch is cut into micro-batches.
-// Playbook: "First steps: training on one GPU" (gradient accumulation), "Pipeline parallelism",
+// phase by phase whatever its order; the Sequential schedule tells the hooks which backward is the last; a
+// sharder picks the tokens (and their positions) a rank holds, and the token count follows; a step's loss and
+// grad norm do not depend on how the global batch is cut into micro-batches.
+// Playbook: "First steps: training on one GPU" (gradient accumulation),
 // "Context parallelism" (which tokens a rank holds). Run: `make test CH=01`.
 #include "../../common/training_step.hpp"
 #include "../testing.hpp"
@@ -23,27 +22,6 @@ struct LoggingHooks : StepHooks {
     void after_update() override { log.push_back(name + " after update"); }
     std::string name;
     std::vector<std::string>& log;
-};
-
-// A stage link that records what a stage sends, and feeds a stage without embedding / head.
-struct RecordingLink : StageLink {
-    Tensor hidden, d_out;                 // what recv_forward / recv_backward hand out (undefined: none)
-    std::vector<int64_t> sent_forward, sent_backward;  // micro-batch ids
-    double loss_seen = -1;
-    Tensor recv_forward(const MicroBatch&) override { return hidden; }
-    void send_forward(const MicroBatch& mb, const Tensor& out) override {
-        CHECK(out.size(0) == mb.B * mb.T);
-        sent_forward.push_back(mb.index);
-    }
-    Tensor recv_backward(const MicroBatch&) override { return d_out; }
-    void send_backward(const MicroBatch& mb, const Tensor& d) override {
-        CHECK(d.size(0) == mb.B * mb.T);
-        sent_backward.push_back(mb.index);
-    }
-    double share_loss(double loss) override {
-        loss_seen = loss;
-        return 42.0;  // what a pipeline's head stage would broadcast
-    }
 };
 
 // the positions of the last half of each sequence: what a context-parallel rank might hold
@@ -82,39 +60,7 @@ TEST_CASE("training step: a list of hooks runs phase by phase, each phase on eve
     CHECK(log == want);
 }
 
-TEST_CASE("Sequential schedule: a stage without the head sends its outputs, one without the embedding its input gradients") {
-    LlamaConfig cfg = tiny_bytes();
-    auto data = make_dataset("addition", 3, (int32_t)cfg.vocab);
-    BatchPlan plan;
-    plan.seq = 32, plan.micro_batch = 2, plan.grad_accum = 3, plan.global_batch = 6;
-    std::vector<MicroBatch> mbs = make_micro_batches(*data, 0, plan, Device::cpu);
-    StepHooks none;  // the defaults do nothing
-    {  // the first stage: embedding + layer 0
-        ModelOptions o;
-        o.slice = {0, 1, true, false};
-        Model first(cfg, Device::cpu, 5, o);
-        RecordingLink link;
-        link.d_out = random_tensor({2 * 32, cfg.hidden}, 9, 1e-3f);
-        ScheduleResult r = Sequential().run(first, mbs, 10.0, link, none);
-        CHECK(link.sent_forward == std::vector<int64_t>{0, 1, 2});
-        CHECK(link.sent_backward.empty());
-        CHECK(r.loss == 0);  // no head here
-        CHECK(sum_squares(first.grads()) > 0);
-    }
-    {  // the last stage: layer 1 + head
-        ModelOptions o;
-        o.slice = {1, 2, false, true};
-        Model last(cfg, Device::cpu, 5, o);
-        RecordingLink link;
-        link.hidden = random_tensor({2 * 32, cfg.hidden}, 8);
-        ScheduleResult r = Sequential().run(last, mbs, 10.0, link, none);
-        CHECK(link.sent_forward.empty());
-        CHECK(link.sent_backward == std::vector<int64_t>{0, 1, 2});
-        CHECK(r.loss > 0);
-    }
-}
-
-TEST_CASE("training step: the stage link shares the loss; gradient accumulation does not change loss or grad norm") {
+TEST_CASE("training step: gradient accumulation does not change loss or grad norm") {
     const LlamaConfig cfg = tiny_bytes();
     auto data = make_dataset("addition", 3, (int32_t)cfg.vocab);
     StepResult one, four;
@@ -130,16 +76,6 @@ TEST_CASE("training step: the stage link shares the loss; gradient accumulation 
     CHECK(std::abs(four.loss - one.loss) <= 1e-6 * one.loss);
     // playbook: 000.02.1 — gradient accumulation: 4 micro-batches give one batch's loss and grad norm
     CHECK(std::abs(four.grad_norm - one.grad_norm) <= 1e-5 * one.grad_norm);
-
-    Model m(cfg, Device::cpu, 3);
-    std::unique_ptr<AdamW> opt = make_adamw(m, AdamWConfig{});
-    RecordingLink link;  // a single stage with a link: nothing to receive, the loss passes through share_loss
-    Trainer t{m, *opt, {}, nullptr, &link};
-    BatchPlan plan;
-    plan.seq = 32, plan.micro_batch = 8, plan.global_batch = 8;
-    const StepResult r = training_step(t, *data, 0, plan, 1e-3f, 1.0f);
-    CHECK(std::abs(link.loss_seen - one.loss) <= 1e-6 * one.loss);
-    CHECK(r.loss == 42.0);
 }
 
 TEST_CASE("micro-batches: a sharder picks the held tokens, their targets and positions; the token count follows") {

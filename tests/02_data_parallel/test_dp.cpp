@@ -86,8 +86,7 @@ Trained reference_run(const LlamaConfig& c, const Dataset& data, int64_t global)
 // each micro-batch's finished gradients.
 struct DeferredWeightGradients : Schedule {
     const char* name() const override { return "F... B... W..."; }
-    ScheduleResult run(Model& model, std::vector<MicroBatch>& mbs, double global_tokens, StageLink&,
-                       StepHooks& hooks) override {
+    ScheduleResult run(Model& model, std::vector<MicroBatch>& mbs, double global_tokens, StepHooks& hooks) override {
         ScheduleResult r;
         std::vector<MicroBatchActs> acts;
         for (const MicroBatch& mb : mbs) {

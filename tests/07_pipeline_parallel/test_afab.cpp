@@ -4,7 +4,7 @@
 // 07.2 (tests/exercises/07_pipeline_parallel.txt) alone; test_schedules.cpp checks AFAB beside the others.
 // Playbook: "Pipeline parallelism" (AFAB: all forward, all backward). Run: `make test CH=07`, or
 //   build/bin/tests_07 -ts='ch07 np1' -tc='AFAB alone*'
-#include "../../07_pipeline_parallel/pipeline_clock.hpp"
+#include "../../07_pipeline_parallel/tools/pipeline_clock.hpp"
 #include "../../common/formulas.hpp"
 #include "../testing.hpp"
 

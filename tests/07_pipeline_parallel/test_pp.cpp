@@ -15,7 +15,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
-#include "../../07_pipeline_parallel/chrome_trace.hpp"
+#include "../../07_pipeline_parallel/tools/chrome_trace.hpp"
 #include "pp_testing.hpp"
 
 using namespace penta;

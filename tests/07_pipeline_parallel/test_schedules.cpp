@@ -7,7 +7,7 @@
 // micro-batches in flight are m (AFAB), p-i (1F1B), p (ZB-H1), interleaved's warm-up + 1, p+1 (DualPipe); the ASCII
 // timeline; the layer split and each stage's slice.
 // Playbook: "Pipeline parallelism". Run: `make test CH=07`, or build/bin/tests_07 -ts='ch07 np1'
-#include "../../07_pipeline_parallel/pipeline_clock.hpp"
+#include "../../07_pipeline_parallel/tools/pipeline_clock.hpp"
 #include "../../common/formulas.hpp"
 #include "../../common/grid.hpp"
 #include "../testing.hpp"

@@ -37,7 +37,7 @@ namespace {
 
 // a one-rank MoE model of config c (weights from w, else seeded) with chapter 08's layer
 std::unique_ptr<Model> moe_model(const LlamaConfig& c, MoeBalance balance = MoeBalance::none,
-                                 std::shared_ptr<const WeightSource> w = nullptr) {
+                                 std::shared_ptr<const HfCheckpoint> w = nullptr) {
     MoeOptions o;
     o.balance = balance;
     ModelOptions mo;
@@ -47,7 +47,7 @@ std::unique_ptr<Model> moe_model(const LlamaConfig& c, MoeBalance balance = MoeB
 }
 
 // the same on the grid's ep group: this rank holds E/ep experts of every layer
-std::unique_ptr<Model> moe_model(const LlamaConfig& c, ParallelGrid& grid, std::shared_ptr<const WeightSource> w = nullptr) {
+std::unique_ptr<Model> moe_model(const LlamaConfig& c, ParallelGrid& grid, std::shared_ptr<const HfCheckpoint> w = nullptr) {
     ModelOptions mo;
     mo.mlp_core = std::make_shared<MoeLayer>(c, MoeOptions{MoeBalance::none}, Device::cpu, &grid.ep());
     mo.weights = std::move(w);

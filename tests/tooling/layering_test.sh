@@ -3,10 +3,10 @@
 #
 # Copies common/, the chapter folders and tests/ to a scratch folder, checks that the copy passes, then
 # plants one forbidden #include at a time at the end of a file — common/ including a chapter, a chapter
-# including a later one, a chapter-04 test including chapter 05 and chapter 05's test folder, the harness
-# including a chapter — and requires exit status 1 and the file:line of the planted include in the output.
-# Also that including an earlier chapter stays allowed. Prints "N passed, N failed, N skipped" like the test
-# binaries; `make test` runs it (not `make test CH=NN`).
+# (or a file in its subfolder) including a later one, a chapter-04 test including chapter 05 and chapter 05's
+# test folder, the harness including a chapter — and requires exit status 1 and the file:line of the planted
+# include in the output. Also that including an earlier chapter stays allowed. Prints "N passed, N failed,
+# N skipped" like the test binaries; `make test` runs it (not `make test CH=NN`).
 #   bash tests/tooling/layering_test.sh
 set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -44,6 +44,8 @@ plant() {
 plant "common/ includes a chapter" common/tensor.hpp ../01_single_gpu/training_step.hpp 1
 plant "common/cuda/ includes a chapter" common/cuda/gemm.cu ../../05_sequence_parallel/sequence_parallel.hpp 1
 plant "a chapter includes a later chapter" 02_data_parallel/data_parallel.cpp ../03_zero/zero.hpp 1
+plant "a chapter's subfolder includes a later chapter" 07_pipeline_parallel/tools/schedule_check.cpp \
+    ../../08_expert_parallel/moe_layer.hpp 1
 plant "a chapter-04 test helper includes chapter 05" tests/04_tensor_parallel/tp_testing.cpp \
     ../../05_sequence_parallel/sequence_parallel.hpp 1
 plant "a chapter-04 test includes chapter 05's test folder" tests/04_tensor_parallel/test_tp.cpp \

@@ -8,7 +8,7 @@
 #include <set>
 #include <tuple>
 
-#include "../common/core.hpp"
+#include "../../common/core.hpp"
 
 namespace penta {
 

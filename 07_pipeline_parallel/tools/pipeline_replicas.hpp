@@ -17,8 +17,8 @@
 #include <memory>
 #include <vector>
 
-#include "../common/grid.hpp"
-#include "../common/training_step.hpp"
+#include "../../common/grid.hpp"
+#include "../../common/training_step.hpp"
 
 namespace penta {
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "../common/core.hpp"
+#include "../../common/core.hpp"
 #include "pipeline_clock.hpp"
 
 namespace penta {

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "../common/formulas.hpp"
-#include "../common/runtime.hpp"
-#include "pp_training.hpp"
+#include "../../common/formulas.hpp"
+#include "../../common/runtime.hpp"
+#include "../pp_training.hpp"
 
 namespace penta {
 

@@ -9,7 +9,7 @@
 #include <map>
 #include <tuple>
 
-#include "../common/core.hpp"
+#include "../../common/core.hpp"
 
 namespace penta {
 

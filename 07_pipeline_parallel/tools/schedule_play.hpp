@@ -17,7 +17,7 @@
 #pragma once
 #include <vector>
 
-#include "pipeline_schedule.hpp"
+#include "../pipeline_schedule.hpp"
 
 namespace penta {
 

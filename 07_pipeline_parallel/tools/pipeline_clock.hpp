@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "../common/comm.hpp"
-#include "pipeline_executor.hpp"
+#include "../../common/comm.hpp"
+#include "../pipeline_executor.hpp"
 
 namespace penta {
 

@@ -11,8 +11,8 @@
 #include <set>
 #include <tuple>
 
-#include "../common/core.hpp"
-#include "pipeline_schedule.hpp"
+#include "../../common/core.hpp"
+#include "../pipeline_schedule.hpp"
 
 namespace penta {
 
