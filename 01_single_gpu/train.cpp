@@ -27,6 +27,8 @@ int train(int argc, char** argv) {
     TrainConfig cfg;
     Flags flags("01_single_gpu", "Chapter 01: train a Llama on one device (playbook: First steps: training on one GPU).");
     cfg.register_flags(flags);
+    flags.chapter("Training on one GPU (chapter 01)", {"seq", "micro-batch", "grad-accum", "recompute", "attention"});
+    flags.group("PyTorch reference");
     // only this chapter offers the PyTorch reference dump (one rank, the whole model)
     flags.add("dump-reference", &cfg.dump_reference,
               "write weights, a batch, grads and 5 AdamW steps to DIR for tools/torch_reference.py, then exit");

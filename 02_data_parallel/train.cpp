@@ -36,11 +36,13 @@ int train(int argc, char** argv) {
     Flags flags("02_data_parallel", "Chapter 02: data parallelism over --dp ranks (playbook: Data parallelism).");
     cfg.register_flags(flags);
     cfg.register_parallel_flags(flags);
+    flags.chapter("Data parallelism (chapter 02)", {"dp"});
     flags.add("dp-mode", &mode, "naive (one all-reduce after backward) | bucketed (buckets overlap backward)");
     flags.add("bucket-mb", &bucket_mb, "MiB per gradient bucket in bucketed mode (whole layers; 0: one per layer)");
     flags.add("no-sync", &no_sync, "under --grad-accum, communicate only in the last micro-batch's backward");
     SdcOptions sdc;
     std::string sdc_flip;
+    flags.group("Faults and timeouts");
     flags.add("sdc-check", &sdc.every, "every N steps compare the replicas' parameter checksums (0: off)");
     flags.add("sdc-flip-bit", &sdc_flip, "RANK:STEP: dp rank RANK flips one weight bit after step STEP (a test fault)");
     if (!flags.parse(argc, argv)) return 0;

@@ -47,6 +47,7 @@ int train(int argc, char** argv) {
     Flags flags("03_zero", "Chapter 03: ZeRO-1/2/3 over --dp ranks (playbook: Zero Redundancy Optimizer).");
     cfg.register_flags(flags);
     cfg.register_parallel_flags(flags);
+    flags.chapter("ZeRO (chapter 03)", {"dp"});
     flags.add("zero", &zero, "ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters sharded; 0 plain DP (ch02)");
     bool defer_gather = false;
     flags.add("zero-defer-gather", &defer_gather, "ZeRO-1/2: leave the updated weights' all-gather in flight after "

@@ -15,6 +15,9 @@ bool parse_tensor_parallel_flags(int argc, char** argv, const char* program, con
     Flags flags(program, summary);
     cfg.register_flags(flags);
     cfg.register_parallel_flags(flags);
+    if (std::string(program) == "05_sequence_parallel") flags.chapter("Sequence parallelism (chapter 05)", {"sp", "tp"});
+    else flags.chapter("Tensor parallelism (chapter 04)", {"tp"});
+    flags.group("Parallel layout");
     flags.add("zero", &zero, "ZeRO over the dp group (chapter 03): 1 optimizer state, 2 + gradients, 3 + weights; 0 plain DP");
     if (!flags.parse(argc, argv)) return false;
     cfg.validate();

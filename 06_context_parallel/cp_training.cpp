@@ -18,6 +18,7 @@ bool parse_context_parallel_flags(int argc, char** argv, TrainConfig& cfg, Conte
     cfg.register_flags(flags);
     cfg.register_parallel_flags(flags);
     flags.add("zero", &cpf.zero, "ZeRO over the dp x cp group (chapter 03): 1, 2 or 3; 0 plain all-reduce");
+    flags.chapter("Context parallelism (chapter 06)", {"cp"});
     register_context_parallel_flags(flags, cpf);
     if (!flags.parse(argc, argv)) return false;
     cfg.validate();

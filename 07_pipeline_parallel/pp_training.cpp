@@ -22,7 +22,9 @@ bool parse_pipeline_flags(int argc, char** argv, TrainConfig& cfg, PipelineFlags
     cfg.register_parallel_flags(flags);
     flags.add("zero", &pf.zero, "ZeRO over each stage's dp group (chapter 03): 1 or 2 (3 is refused with a pipeline); "
               "0 plain all-reduce");
+    flags.chapter("Pipeline parallelism (chapter 07)", {"pp"});
     register_pipeline_flags(flags, pf);
+    flags.group("Faults and timeouts");
     flags.add("inject-at", &pf.inject_at, "where --inject-failure / --inject-hang strike their stage: step (when the step "
               "begins, as in every chapter) | first-f (after the stage's first forward of the step, its activation sent: "
               "the next stage is then waiting on a receive from it)");

@@ -21,7 +21,9 @@ bool parse_expert_parallel_flags(int argc, char** argv, TrainConfig& cfg, Expert
     cfg.register_parallel_flags(flags);
     flags.add("zero", &f.zero, "ZeRO (chapter 03): 1, 2 or 3, the experts sharded over edp and the rest over dp; 0 "
               "plain all-reduce");
+    flags.chapter("Expert parallelism (chapter 08)", {"ep"});
     register_moe_flags(flags, f);
+    flags.group("PyTorch reference");
     flags.add("dump-reference", &cfg.dump_reference, "write weights, a batch, grads and 5 AdamW steps to DIR for "
               "tools/torch_moe.py, then exit (one rank: --dp 1 --ep 1)");
     if (!flags.parse(argc, argv)) return false;

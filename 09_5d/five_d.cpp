@@ -63,15 +63,20 @@ bool parse_5d_flags(int argc, char** argv, TrainConfig& cfg, FiveDFlags& f) {
                 "together, each through its chapter's seam (playbook: 5D parallelism).");
     cfg.register_flags(flags);
     cfg.register_parallel_flags(flags);
+    // --help: the five degrees and ZeRO first, then each composed chapter's own flags under its name
+    flags.chapter("5D parallelism (chapter 09)", {"dp", "tp", "pp", "cp", "ep", "sp"});
     flags.add("zero", &f.zero, "ZeRO (chapter 03) over dp x cp, experts over edp: 1, 2, or 3 (3 only with --pp 1); 0 "
               "plain all-reduce");
-    register_pipeline_flags(flags, f.pp);
-    register_context_parallel_flags(flags, f.cp);
-    register_moe_flags(flags, f.moe);
     flags.add("force-tp-across-nodes", &f.force_tp_across_nodes, "allow a tp group to span nodes (refused otherwise: tp "
               "all-reduces inside every layer)");
     flags.add("config", &f.config, "a JSON file of flags ({\"dp\": 2, \"pp-schedule\": \"1f1b\"}); the command line's "
               "flags override it");
+    flags.group("Pipeline parallelism (chapter 07)");
+    register_pipeline_flags(flags, f.pp);
+    flags.group("Context parallelism (chapter 06)");
+    register_context_parallel_flags(flags, f.cp);
+    flags.group("Expert parallelism (chapter 08)");
+    register_moe_flags(flags, f.moe);
     // --config's keys first, each error naming the file and the key; then the command line's flags, which override them
     ConfigFlags conf = expand_config_flags(argc, argv);
     for (auto& [key, arg] : conf.keys) {

@@ -67,6 +67,7 @@ int run_lab(int argc, char** argv) {
     std::string part = "all", sizes = "1024", gpu_sizes = "1024,2048,4096,8192", model, rungs, head_dims = "64,128";
     int64_t tokens = 0, reps = 5, fused_tokens = 8192, attn_batch = 2, attn_seq = 4096;
     Flags f("10_kernels", "the kernels lab: every kernel validated against the fp64 CPU reference, then timed");
+    f.chapter("Kernels lab (chapter 10)");
     f.add("part", &part, "all | cpu-gemm | gpu-gemm | fused | attention | bounds");
     f.add("sizes", &sizes, "square sizes of the CPU GEMM table, comma-separated");
     f.add("gpu-sizes", &gpu_sizes, "square sizes of the GPU GEMM table");

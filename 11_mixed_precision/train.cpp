@@ -33,6 +33,7 @@ int train(int argc, char** argv) {
     Flags flags("11_mixed_precision", "Chapter 11: one model trained under each precision policy (playbook: Mixed "
                 "precision training).");
     cfg.register_flags(flags);
+    flags.chapter("Mixed precision (chapter 11)", {"precision"});
     flags.add("schemes", &schemes, "comma-separated policies to train, the first the reference: fp32,bf16,fp16,fp8");
     if (!flags.parse(argc, argv)) return 0;
     cfg.validate();

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
         std::string model_name = "smollm-135m", dir = "/tmp/penta_bench_ckpt";
         bool bf16 = false;
         Flags flags("bench_checkpoint", "checkpoint save (sync, async) and load speed for one rank's full state");
+        flags.chapter("Checkpoint speed (benchmark)");
         flags.add("model", &model_name, "preset");
         flags.add("dir", &dir, "where to write (removed afterwards)");
         flags.add("bf16", &bf16, "bf16 weights with an fp32 master (14 bytes a parameter instead of 12)");

@@ -31,6 +31,7 @@ namespace {
 int bench(int argc, char** argv) {
     int64_t reps = 5, max_mib = 64;
     Flags flags("bench_comm", "all-reduce bandwidth: ring from send/recv vs MPI's all-reduce");
+    flags.chapter("All-reduce bandwidth (benchmark)");
     flags.add("reps", &reps, "timed repetitions per size (the best is printed)");
     flags.add("max-mib", &max_mib, "largest buffer in MiB (sizes grow 16x from 64 KiB up to it)");
     if (!flags.parse(argc, argv)) return 0;

@@ -33,6 +33,7 @@ int bench(int argc, char** argv) {
     int64_t reps = 50, mib = 1;
     bool header = false;
     Flags flags("bench_comm_scaling", "reduce-scatter vs all-reduce time and ring latency, one row for this K");
+    flags.chapter("Collective scaling (benchmark)");
     flags.add("reps", &reps, "timed repetitions per figure (the best is printed)");
     flags.add("mib", &mib, "the large buffer, MiB of f32");
     flags.add("header", &header, "print the column names first");

@@ -43,15 +43,41 @@ float parse_float(const std::string& flag, const std::string& v) {
 }
 }  // namespace
 
+const std::vector<std::string> kSharedFlagGroups = {"Training", "Parallel layout", "Checkpoints",
+                                                     "Hugging Face in/out and generation", "PyTorch reference",
+                                                     "Faults and timeouts", "GPU"};
+
+void Flags::group(const std::string& heading) {
+    open_ = heading;
+    if (std::find(groups_.begin(), groups_.end(), heading) == groups_.end()) groups_.push_back(heading);
+}
+
+void Flags::chapter(const std::string& heading, const std::vector<std::string>& claimed) {
+    group(heading);
+    chapter_ = heading;
+    for (const std::string& name : claimed) {
+        auto f = std::find_if(flags_.begin(), flags_.end(), [&](const Flag& x) { return x.name == name; });
+        CHECK(f != flags_.end(), "%s: chapter group '%s' claims --%s, which is not registered", program_.c_str(),
+              heading.c_str(), name.c_str());
+        f->group = heading;
+    }
+}
+
+void Flags::push(Flag f) {
+    group(open_);
+    f.group = open_;
+    flags_.push_back(std::move(f));
+}
+
 void Flags::add(const std::string& name, std::string* t, const std::string& help) {
-    flags_.push_back({name, help, *t, [t](const std::string& v) { *t = v; }});
+    push({name, help, *t, [t](const std::string& v) { *t = v; }});
 }
 void Flags::add(const std::string& name, int64_t* t, const std::string& help, int64_t lo, int64_t hi) {
-    flags_.push_back({name, help, std::to_string(*t),
-                      [t, name, lo, hi](const std::string& v) { *t = parse_integer("--" + name, v, lo, hi); }});
+    push({name, help, std::to_string(*t),
+          [t, name, lo, hi](const std::string& v) { *t = parse_integer("--" + name, v, lo, hi); }});
 }
 void Flags::add(const std::string& name, float* t, const std::string& help) {
-    flags_.push_back({name, help, strfmt("%g", *t), [t, name](const std::string& v) { *t = parse_float(name, v); }});
+    push({name, help, strfmt("%g", *t), [t, name](const std::string& v) { *t = parse_float(name, v); }});
 }
 void Flags::add(const std::string& name, bool* t, const std::string& help) {
     Flag f{name, help, *t ? "1" : "0", [t, name](const std::string& v) {
@@ -60,14 +86,29 @@ void Flags::add(const std::string& name, bool* t, const std::string& help) {
                else FAIL("--%s=%s must be 0 or 1", name.c_str(), v.c_str());
            }};
     f.is_bool = true;
-    flags_.push_back(f);
+    push(std::move(f));
 }
 
 std::string Flags::usage() const {
-    std::string s = "usage: " + program_ + " [flags]\n" + summary_ + "\n\nflags:\n";
-    for (const Flag& f : flags_)
-        s += strfmt("  --%-16s %s (default: %s)\n", (f.name + (f.is_bool ? "" : " V")).c_str(), f.help.c_str(),
-                    f.default_text.empty() ? "none" : f.default_text.c_str());
+    // the chapter's group, the program's other groups as opened, the shared ones in their fixed order
+    auto shared = [](const std::string& g) {
+        return std::find(kSharedFlagGroups.begin(), kSharedFlagGroups.end(), g) != kSharedFlagGroups.end();
+    };
+    std::vector<std::string> order;
+    if (!chapter_.empty()) order.push_back(chapter_);
+    for (const std::string& g : groups_)
+        if (g != chapter_ && !shared(g)) order.push_back(g);
+    for (const std::string& g : kSharedFlagGroups)
+        if (g != chapter_) order.push_back(g);
+    std::string s = "usage: " + program_ + " [flags]\n" + summary_ + "\n";
+    for (const std::string& g : order) {
+        std::string lines;
+        for (const Flag& f : flags_)
+            if (f.group == g)
+                lines += strfmt("  --%-16s %s (default: %s)\n", (f.name + (f.is_bool ? "" : " V")).c_str(),
+                                f.help.c_str(), f.default_text.empty() ? "none" : f.default_text.c_str());
+        if (!lines.empty()) s += "\n" + g + ":\n" + lines;
+    }
     return s;
 }
 
@@ -104,18 +145,19 @@ bool Flags::parse(int argc, char** argv) {
 }
 
 void TrainConfig::register_flags(Flags& f) {
+    f.group("Training");
     f.add("model", &model, "preset (tiny, small, smollm-135m, smollm-360m, llama3.2-1b, llama3-8b, llama3-70b), a HF "
           "config.json (weights from --seed), or a HF folder: config.json + model.safetensors (its weights)");
-    f.add("device", &device, "auto | cpu | cuda");
     f.add("data", &data, "addition | llmc:GLOB | raw:GLOB | text:FILE");
+    f.add("val-data", &val_data, "held-out data for the val loss, in the forms of --data (default: held-out samples "
+          "of --data)");
+    f.add("seq", &seq, "tokens per sequence");
+    f.add("micro-batch", &micro_batch, "sequences per micro-batch");
+    f.add("grad-accum", &grad_accum, "micro-batches accumulated per optimizer step");
     f.add("recompute", &recompute, "activation recomputation: none | selective | full | offload (to host memory)");
     f.add("attention", &attention, "attention kernel: naive (saves T x T probabilities) | flash (online softmax)");
     f.add("precision", &precision, "fp32|bf16|fp16|fp8: weights, GEMM inputs and loss scaling (chapter 11; low "
           "precision GEMMs are emulated on the CPU, cuBLASLt on a GPU, fp8 on Hopper only)");
-    f.add("tf32", &tf32, "f32 matmuls on TF32 tensor cores (GPU only; ~1e-3 relative error instead of ~1e-6)");
-    f.add("seq", &seq, "tokens per sequence");
-    f.add("micro-batch", &micro_batch, "sequences per micro-batch");
-    f.add("grad-accum", &grad_accum, "micro-batches accumulated per optimizer step");
     f.add("steps", &steps, "optimizer steps");
     f.add("warmup", &warmup, "linear LR warmup steps (at most --steps - 1)");
     f.add("lr", &lr, "peak learning rate");
@@ -129,16 +171,7 @@ void TrainConfig::register_flags(Flags& f) {
     f.add("log-every", &log_every, "print a step line every N steps");
     f.add("eval-every", &eval_every, "measure task accuracy on held-out samples every N steps (0: never)");
     f.add("log-jsonl", &log_jsonl, "also write one JSON object per step to this file");
-    f.add("inject-nan", &inject_nan, "STEP — after that step's backward, rank 0 writes a NaN into one gradient "
-          "(tests the non-finite check; 0: off)");
-    f.add("val-data", &val_data, "held-out data for the val loss, in the forms of --data (default: held-out samples "
-          "of --data)");
-    f.add("export-hf", &export_hf, "after training, write DIR/model.safetensors + config.json (transformers loads it)");
-    f.add("generate", &generate, "after training, continue this prompt with a KV cache and print the text");
-    f.add("max-new", &max_new, "tokens --generate writes at most");
-    f.add("temperature", &temperature, "--generate's sampling temperature (0: greedy)");
-    f.add("top-k", &top_k, "--generate samples among the k most likely tokens (0: all)");
-    f.add("tokenizer", &tokenizer, "tokenizer.json for --generate (default: --model DIR's tokenizer.json, else bytes)");
+    f.group("Checkpoints");
     f.add("save", &save, "save checkpoints to DIR (DIR/step_NNNNNN, DIR/latest: the last complete one)");
     f.add("save-every", &save_every, "N | auto — save every N steps (0: after the last step only); auto: every √(2δM) "
           "from the measured save time δ and --mtbf-hours");
@@ -147,16 +180,32 @@ void TrainConfig::register_flags(Flags& f) {
     f.add("save-async", &save_async, "write checkpoints on a background thread (training stalls for the host copy only)");
     f.add("resume", &resume, "DIR | latest — continue from a checkpoint (a step folder, a --save folder, or --save's "
           "latest), resharded to this run's layout when it differs");
+    f.group("Hugging Face in/out and generation");
+    f.add("export-hf", &export_hf, "after training, write DIR/model.safetensors + config.json (transformers loads it)");
+    f.add("generate", &generate, "after training, continue this prompt with a KV cache and print the text");
+    f.add("max-new", &max_new, "tokens --generate writes at most");
+    f.add("temperature", &temperature, "--generate's sampling temperature (0: greedy)");
+    f.add("top-k", &top_k, "--generate samples among the k most likely tokens (0: all)");
+    f.add("tokenizer", &tokenizer, "tokenizer.json for --generate (default: --model DIR's tokenizer.json, else bytes)");
+    f.group("Faults and timeouts");
+    f.add("inject-nan", &inject_nan, "STEP — after that step's backward, rank 0 writes a NaN into one gradient "
+          "(tests the non-finite check; 0: off)");
+    f.group("GPU");
+    f.add("device", &device, "auto | cpu | cuda");
+    f.add("tf32", &tf32, "f32 matmuls on TF32 tensor cores (GPU only; ~1e-3 relative error instead of ~1e-6)");
 }
 
 void TrainConfig::register_parallel_flags(Flags& f) {
+    f.group("Parallel layout");
     f.add("dp", &dp, "data-parallel degree");
     f.add("tp", &tp, "tensor-parallel degree (must divide the kv heads)");
     f.add("pp", &pp, "pipeline-parallel degree");
     f.add("cp", &cp, "context-parallel degree");
     f.add("ep", &ep, "expert-parallel degree (carved from dp x cp)");
     f.add("sp", &sp, "sequence parallelism on top of --tp");
+    f.group("GPU");
     f.add("comm", &comm, "communication backend: auto (nccl on GPUs when built in) | mpi | nccl");
+    f.group("Faults and timeouts");
     f.add("comm-timeout", &comm_timeout, "seconds a blocking wait for other ranks may take before the job is "
           "aborted with a report of who waits for whom (0: no deadline)");
     f.add("inject-failure", &inject_failure, "RANK:STEP — that rank fails when that step begins (tests the job abort)");

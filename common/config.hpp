@@ -25,9 +25,20 @@ std::pair<int64_t, int64_t> parse_rank_step(const std::string& v, const std::str
 constexpr int64_t kIntFlagMin = std::numeric_limits<int32_t>::min(), kIntFlagMax = std::numeric_limits<int32_t>::max();
 
 // A tiny flag parser: register flags bound to variables, then parse(argc, argv).
+// --help lists the flags under headings: a flag belongs to the group open when it was added. chapter() opens
+// the program's own group, printed first, and pulls in the shared flags it names (--tp in chapter 04):
+//   cfg.register_flags(flags);                                  // Training:, Checkpoints:, ... (config.cpp)
+//   flags.chapter("Tensor parallelism (chapter 04)", {"tp"});   // printed first: --tp, then what follows
+//   flags.add("zero", &zero, "...");
+// After it come the groups a program opened itself (09's chapters 06-08), then the shared ones in
+// kSharedFlagGroups' order. The groups change only --help; parsing does not look at them.
 class Flags {
    public:
     explicit Flags(std::string program, std::string summary) : program_(std::move(program)), summary_(std::move(summary)) {}
+    // the flags added from now on print under `heading` (a group opened again keeps its place)
+    void group(const std::string& heading);
+    // group(heading), printed first; the flags named in `claimed`, registered already, move into it
+    void chapter(const std::string& heading, const std::vector<std::string>& claimed = {});
     void add(const std::string& name, std::string* target, const std::string& help);
     void add(const std::string& name, int64_t* target, const std::string& help, int64_t lo = kIntFlagMin,
              int64_t hi = kIntFlagMax);
@@ -42,10 +53,18 @@ class Flags {
         std::string name, help, default_text;
         std::function<void(const std::string&)> set;
         bool is_bool = false;
+        std::string group;  // its --help heading
     };
+    void push(Flag f);  // adds f to the open group
     std::string program_, summary_;
     std::vector<Flag> flags_;
+    std::vector<std::string> groups_;        // headings in the order opened
+    std::string open_ = "Flags", chapter_;   // the group add() fills; the one printed first
 };
+
+// The headings of the flags every chapter shares (TrainConfig::register_flags, register_parallel_flags), in the
+// order --help prints them after the program's own groups.
+extern const std::vector<std::string> kSharedFlagGroups;
 
 struct TrainConfig {
     std::string model = "small";   // preset name, a Hugging Face config.json, or a folder with config + weights

@@ -56,8 +56,10 @@ int run(int argc, char** argv) {
     bool sp = false, cross_tp = false;
     Flags f("09_5d_plan", "the layout planner: every legal 5D layout of a model on a machine, ranked by the "
                           "playbook's three steps (fit memory, reach the global batch, maximise throughput)");
+    f.chapter("Layout planner (chapter 09)");
     f.add("model", &model, "a preset (tiny, small, smollm-135m, llama3-8b, llama3-70b, mixtral-8x7b, ...) or a "
                            "Hugging Face config.json or its folder");
+    f.group("Machine");
     f.add("machine", &machine, "h100 | h200 (nodes of 8, NVLink + InfiniBand) | cpu (this repository's CPU ranks)");
     f.add("gpus", &gpus, "GPUs in the job");
     f.add("gpus-per-node", &gpn, "GPUs per node (0: the machine's)");
@@ -66,6 +68,7 @@ int run(int argc, char** argv) {
     f.add("inter-bw", &inter, "GB/s per GPU across nodes, one direction (0: the machine's InfiniBand)");
     f.add("peak-tflops", &tflops, "dense TFLOP/s of one GPU at this precision (0: the machine's)");
     f.add("efficiency", &eff, "share of peak a step's compute reaches, in (0, 1] (0: the machine's)");
+    f.group("Layout planner (chapter 09)");
     f.add("seq", &seq, "tokens per sequence");
     f.add("global-batch", &global_batch, "target sequences per optimizer step (the playbook's GBS / seq)");
     f.add("precision", &precision,
@@ -75,6 +78,7 @@ int run(int argc, char** argv) {
     f.add("top", &top, "rows of the ranked table");
     f.add("allow-cross-node-tp", &cross_tp, "consider tp groups larger than a node");
     f.add("cp-min-seq", &cp_min_seq, "ranking: consider --cp > 1 only from this sequence length on (the playbook: CP is for long sequences)");
+    f.group("One layout, evaluated instead of ranked");
     f.add("dp", &dp, "evaluate one layout: its data-parallel degree (0: --gpus over the others' product when any of "
                      "--tp --pp --cp --ep is given; else rank every layout)");
     f.add("tp", &tp, "that layout's tensor-parallel degree (default 1)");
