@@ -284,6 +284,6 @@ clean:
 	rm -rf $(BUILD)
 
 help:
-	@sed -n '2,17p' Makefile
+	@sed -n '2,18p' Makefile
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
