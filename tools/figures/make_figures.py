@@ -16,6 +16,7 @@ import glob
 import importlib.util
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -109,6 +110,13 @@ def main():
     if not figures:
         ap.error(f"--ch {a.ch}: no figure belongs to chapter {a.ch}")
     ctx = figlib.Context(a.bin)
+    try:
+        return draw(a, figures, ctx)
+    finally:
+        shutil.rmtree(ctx.tmp, ignore_errors=True)  # the runs' logs
+
+
+def draw(a, figures, ctx):
     if a.check:
         bad = check(figures, ctx, a.out)
         if bad:
