@@ -10,6 +10,7 @@
 #   make run          the 5D trainer on NP=8 CPU ranks (dp 2 x tp 2 x pp 2, 1F1B) learning the addition task
 #   make run-cluster  the same on 2 fake nodes x 4 ranks (network namespaces, root; LINK_RATE=1gbit slows the link)
 #   make bench        benchmarks that print figures (GEMM, attention, training throughput)
+#   make figures [CH=NN]  the playbook's pictures from formulas, the planner and short runs -> docs/figures/
 #   make clean
 # Options: CUDA=auto|0|1   ARCH="80 90" (SM versions)   MPI=1|0 (0: single-rank build without MPI)
 #          NVFLAGS_EXTRA="-Xptxas -v" (more nvcc flags: here ptxas's registers and spills of every kernel)
@@ -105,7 +106,7 @@ ifneq ($(CH),)
   endif
 endif
 
-.PHONY: all deps test mutants exercises grade grade-all run run-cluster bench clean help
+.PHONY: all deps test mutants exercises grade grade-all run run-cluster bench figures clean help
 # keep the objects that only a pattern rule names (the benchmarks') from being deleted as intermediates after
 # linking. Not .SECONDARY: with no names, which makes every object one that make need not rebuild when it is
 # missing: a new tests/NN_*/test_*.cpp older than its binary was silently left out of the link.
@@ -264,10 +265,30 @@ run-cluster: $(BIN)/09_5d
 bench: all
 	@BIN=$(BIN) bash scripts/run_bench.sh
 
+# The playbook's pictures (tools/figures/, docs/figures/): each figure from a formula of common/formulas.hpp or the
+# planner (through build/bin/formula_dump, which calls the C++: no formula is retyped in Python) or from a short
+# run of its chapter's program on CPU ranks; PNG + the JSON of the numbers drawn. CH=NN: that chapter's figures
+# (04 and 05 share one module: CH=04). matplotlib is Debian's python3-matplotlib (install_deps.sh with
+# PENTA_FIGURES=1), for /usr/bin/python3 where the python3 on PATH lacks it.
+FIG_BIN := $(if $(PLAN_BIN),$(BIN)/formula_dump,)
+ifneq ($(FIG_BIN),)
+all: $(FIG_BIN)
+$(FIG_BIN): $(OBJ)/tools/figures/formula_dump.o $(call concepts_upto,09) $(LIB) $(BUILD)/variant.$(VARIANT)
+	$(LINK)
+endif
+FIG_PY = $(shell for p in python3 /usr/bin/python3; do $$p -c 'import matplotlib' 2>/dev/null && { echo $$p; break; }; done)
+# The programs are built first, in parallel on every core unless this make already runs under -j (a fresh clone on
+# 2 cores: the build, then the figures' short runs, in under 10 minutes; tests/tooling/figures_test.sh checks them).
+figures: | $(BUILD)/.deps-ok
+	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(shell nproc)) $(FIG_BIN) $(PLAN_BIN) $(CH_BINS)
+	@PENTA_FIGURES=1 bash scripts/install_deps.sh >/dev/null || exit 1; \
+	 py="$(FIG_PY)"; [ -n "$$py" ] || { echo "make figures: no python3 with matplotlib (apt-get install python3-matplotlib)" >&2; exit 1; }; \
+	 $$py tools/figures/make_figures.py --bin $(BIN) $(if $(CH),--ch $(CH),)
+
 clean:
 	rm -rf $(BUILD)
 
 help:
-	@sed -n '2,16p' Makefile
+	@sed -n '2,18p' Makefile
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -3,6 +3,7 @@
 #
 #   bash scripts/install_deps.sh            # install what is missing (needs root or sudo, and apt)
 #   bash scripts/install_deps.sh --check    # only report; exit 1 if something is missing
+#   PENTA_FIGURES=1 bash scripts/install_deps.sh   # also matplotlib, for `make figures` (CI sets it)
 #
 # Idempotent: when everything is present it says so and changes nothing. `make`, `make test` and
 # `.ci/run` call it. PyTorch (python3-torch) is optional: it only enables the comparisons with independent
@@ -15,6 +16,7 @@ set -euo pipefail
 required=(g++ make openmpi-bin libopenmpi-dev libopenblas-dev doctest-dev nlohmann-json3-dev)
 optional=()
 [ "${PENTA_TORCH:-0}" = 1 ] && optional+=(python3-torch python3-numpy)
+[ "${PENTA_FIGURES:-0}" = 1 ] && optional+=(python3-matplotlib)
 
 missing=()
 for p in "${required[@]}" "${optional[@]}"; do
