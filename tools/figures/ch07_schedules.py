@@ -16,6 +16,8 @@ import json
 import os
 import re
 
+from matplotlib.patches import Patch
+
 from figlib import Figure, new_figure
 
 PP, M, STEPS = 4, 8, 2
@@ -104,10 +106,9 @@ def schedules(ctx):
     for i in range(len(SCHEDULES)):
         axes[i][0].set_xlim(0, span)
     axes[-1][0].set_xlabel("logical time (units of one forward)")
-    for op, c in OP_COLORS.items():
-        axes[0][0].barh([], [], color=c, label={"F": "forward", "B": "backward (input grad, or B+W fused)",
-                                                 "W": "weight gradient"}[op])
-    axes[0][0].legend(loc="upper right", fontsize=7, ncol=3)
+    names = {"F": "forward", "B": "backward (input grad, or B+W fused)", "W": "weight gradient"}
+    axes[0][0].legend(handles=[Patch(color=c, label=names[op]) for op, c in OP_COLORS.items()], loc="upper right",
+                      fontsize=7, ncol=3)
     return fig, data
 
 

@@ -32,11 +32,11 @@ def curves(ctx):
     series = {}
     for prec, step, loss, scale in re.findall(r"^\s+(\w+)\s+step\s+(\d+) \| loss ([\d.]+) \| grad norm [\d.]+"
                                               r"(?: \| loss scale ([\d.e+]+))?", out, re.M):
-        s = series.setdefault(prec, {"step": [], "loss": [], "loss_scale": []})
+        s = series.setdefault(prec, {"step": [], "loss": []})
         s["step"].append(int(step))
         s["loss"].append(float(loss))
-        if scale:
-            s["loss_scale"].append(float(scale))
+        if scale:  # fp16 only: the policy that scales the loss
+            s.setdefault("loss_scale", []).append(float(scale))
     if set(series) != set(COLORS) or any(len(s["step"]) != STEPS for s in series.values()):
         raise ValueError(f"{cmd}: expected {STEPS} step lines for each of {sorted(COLORS)}")
     data = {"command": cmd, "model": MODEL, "machine": ctx.machine(), "series": series}
