@@ -272,7 +272,10 @@ $(FIG_BIN): $(OBJ)/tools/figures/formula_dump.o $(call concepts_upto,09) $(LIB) 
 	$(LINK)
 endif
 FIG_PY = $(shell for p in python3 /usr/bin/python3; do $$p -c 'import matplotlib' 2>/dev/null && { echo $$p; break; }; done)
-figures: $(FIG_BIN) $(PLAN_BIN) $(CH_BINS)
+# The programs are built first, in parallel on every core unless this make already runs under -j (a fresh clone on
+# 2 cores: the build, then the figures' short runs, in under 10 minutes; tests/tooling/figures_test.sh checks them).
+figures: | $(BUILD)/.deps-ok
+	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(shell nproc)) $(FIG_BIN) $(PLAN_BIN) $(CH_BINS)
 	@PENTA_FIGURES=1 bash scripts/install_deps.sh >/dev/null || exit 1; \
 	 py="$(FIG_PY)"; [ -n "$$py" ] || { echo "make figures: no python3 with matplotlib (apt-get install python3-matplotlib)" >&2; exit 1; }; \
 	 $$py tools/figures/make_figures.py --bin $(BIN) $(if $(CH),--ch $(CH),)
@@ -281,6 +284,6 @@ clean:
 	rm -rf $(BUILD)
 
 help:
-	@sed -n '2,17p' Makefile
+	@sed -n '2,18p' Makefile
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

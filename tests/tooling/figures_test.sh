@@ -5,7 +5,7 @@
 #      build/bin/formula_dump (common/formulas.hpp, 09_5d/planner.hpp), equals the committed JSON exactly;
 #   2. tools/figures/verify_figures.py: every declared figure has a PNG that opens (size, pixels) and a JSON with
 #      non-empty series, and a sample of the points of every formula series in every figure (run-based ones
-#      too) recomputed by formula_dump equals the committed numbers;
+#      too) recomputed by formula_dump equals the committed numbers; a chapter README shows every figure;
 #   3. both must FAIL on a copy of docs/figures/ where one committed number was edited: a formula figure's
 #      (caught by 1 and 2) and a formula line of a run-based figure's (caught by 2).
 # Skipped, with the reason, only when no python3 here has matplotlib (scripts/install_deps.sh installs it with

@@ -70,6 +70,7 @@ def MiB(b):
 def save(name, fig, data, out):
     """Writes out/<name>.png and out/<name>.json (sorted keys, one stable text: the check compares it)."""
     os.makedirs(out, exist_ok=True)
+    fig.tight_layout()  # room for the suptitle and every axis title
     fig.savefig(os.path.join(out, name + ".png"), dpi=DPI, bbox_inches="tight")
     plt.close(fig)
     with open(os.path.join(out, name + ".json"), "w") as f:

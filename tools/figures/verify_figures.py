@@ -6,16 +6,19 @@
      least one list of two or more numbers);
   2. every formula series in a JSON ({"queries": [...], "values": [...]}, figlib's Context.series) has a sample
      of its points — the first, the last and a few more — recomputed by build/bin/formula_dump here, called
-     directly (not through figlib), and equal to the committed values.
+     directly (not through figlib), and equal to the committed values;
+  3. a chapter README (NN_*/README.md) shows every figure, and every docs/figures/*.png a README shows exists.
 
 Prints PASS/FAIL lines and "N passed, N failed, 0 skipped"; exit 1 on any failure.
 tests/tooling/figures_test.sh runs it (and edits a committed number in a copy to see it fail).
     python3 tools/figures/verify_figures.py [--out docs/figures] [--bin build/bin] [--only NAME,NAME]
 """
 import argparse
+import glob
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -112,6 +115,18 @@ def main():
             verdict(not bad, f"{f.name}.json {path}: points {idx} of {len(qs)} recomputed by formula_dump"
                     + (f"; DIFFERENT at {bad[0]}: committed {vs[bad[0]]!r}, formula_dump gives "
                        f"{now[idx.index(bad[0])]!r} for {qs[bad[0]]}" if bad else ": equal"))
+    # 3. the chapter READMEs show every figure, and every figure they show exists
+    readmes = {}
+    for path in sorted(glob.glob(os.path.join(root, "[0-9][0-9]_*", "README.md"))):
+        with open(path) as fh:
+            readmes[os.path.relpath(path, root)] = fh.read()
+    for f in figures:
+        where = [r for r, text in readmes.items() if f"docs/figures/{f.name}.png" in text]
+        verdict(bool(where), f"{f.name}.png is shown by {', '.join(where) or 'no chapter README'}")
+    if not a.only:
+        for r, text in readmes.items():
+            for name in re.findall(r"docs/figures/([\w.-]+\.png)", text):
+                verdict(os.path.exists(os.path.join(a.out, name)), f"{r} shows docs/figures/{name}: the file exists")
     print(f"{passed} passed, {failed} failed, 0 skipped")
     return 1 if failed else 0
 
