@@ -54,6 +54,11 @@ def spans(events, rank):
 
 def timeline(ctx):
     runs = [trace(ctx, 1), trace(ctx, 25)]
+    for run in runs:  # the drawn spans as series, per rank: each bucket's start and seen-complete times (ms)
+        for rank in range(2):
+            _, buckets, _ = spans(run["events"], rank)
+            run[f"rank{rank}_bucket_start_ms"] = [buckets[b][0] for b in sorted(buckets)]
+            run[f"rank{rank}_bucket_done_ms"] = [buckets[b][1] for b in sorted(buckets)]
     fig, axes = new_figure(f"Bucketed data parallelism on 2 ranks (model small, step {STEPS} of {STEPS}): backward "
                            "compute and each bucket's all-reduce, as the ranks recorded them",
                            "Data parallelism — overlap the all-reduce with backward, bucketing", nrows=2,
