@@ -104,15 +104,17 @@ int train(int argc, char** argv) {
     }
     print_task_baseline(cfg, mc);
 
+    // --trace: one file per rank (the steady clock is one clock for the processes of a machine), opened now so
+    // that a bad path is refused before any work
+    const std::string trace_path = strfmt("%s.rank%d", trace.c_str(), world_rank());
+    std::FILE* f = trace.empty() ? nullptr : std::fopen(trace_path.c_str(), "w");
+    CHECK(trace.empty() || f, "--trace %s: cannot open %s for writing", trace.c_str(), trace_path.c_str());
     run_training(loop);
-    if (!trace.empty()) {  // one file per rank: the steady clock is one clock for the processes of a machine
-        const std::string path = strfmt("%s.rank%d", trace.c_str(), world_rank());
-        std::FILE* f = std::fopen(path.c_str(), "w");
-        CHECK(f, "--trace %s: cannot open %s for writing", trace.c_str(), path.c_str());
+    if (f) {
         for (const DataParallelHooks::TraceEvent& e : hooks.trace())
             std::fprintf(f, "{\"rank\": %d, \"step\": %ld, \"t\": %.9f, \"event\": \"%s\", \"index\": %d}\n", world_rank(),
                          (long)e.step, e.t, e.what, e.index);
-        CHECK(std::fclose(f) == 0, "--trace %s: writing %s failed", trace.c_str(), path.c_str());
+        CHECK(std::fclose(f) == 0, "--trace %s: writing %s failed", trace.c_str(), trace_path.c_str());
     }
 
     // per rank: what Comm counted, beside the formula (x grad_accum micro-batches when no_sync is off)
