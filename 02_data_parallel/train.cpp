@@ -12,6 +12,7 @@
 //   mpirun -np 2 build/bin/02_data_parallel --dp 2 --dp-mode naive
 //   mpirun -np 4 build/bin/02_data_parallel --dp 4 --micro-batch 4 --bucket-mb 1
 //   mpirun -np 2 build/bin/02_data_parallel --dp 2 --micro-batch 2 --grad-accum 4 --no-sync=0
+//   mpirun -np 2 build/bin/02_data_parallel --dp 2 --bucket-mb 1 --trace /tmp/dp   (bucket events: /tmp/dp.rank<r>)
 //   mpirun -np 3 build/bin/02_data_parallel --dp 3 --sdc-check 2 --sdc-flip-bit 1:3    (sdc_check.hpp: caught, named)
 #include <cmath>
 #include <cstdio>
