@@ -6,6 +6,7 @@
 //   mpirun -np 2 build/bin/tests_02 -ts='ch02 np2' -tc='*data parallel*'
 #include "data_parallel.hpp"
 
+#include <chrono>
 #include <limits>
 
 #include "../common/metrics.hpp"     // Timer
@@ -98,7 +99,15 @@ Tensor DataParallelHooks::grads(int unit) {
     return target_.flat(u.offset, u.numel);
 }
 
+void DataParallelHooks::note(const char* what, int index) {
+    if (tracing_)
+        trace_.push_back({step_, std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(),
+                          what, index});
+}
+
 void DataParallelHooks::begin_step() {
+    step_++;
+    note("step", 0);
     stats_ = DpStepStats{};
     counters_at_begin_ = groups_.counters();
 }
@@ -123,9 +132,11 @@ void DataParallelHooks::before_gradients(int64_t a, bool last) {
     std::fill(ready_in_bucket_.begin(), ready_in_bucket_.end(), 0);
     std::fill(started_.begin(), started_.end(), false);
     in_backward_ = true;
+    note("backward", (int)a);
 }
 
 void DataParallelHooks::layer_grads_ready(int unit) {
+    note("ready", unit);
     if (!communicate_ || opt_.mode == DpMode::naive) return;
     observe_completions();  // an MPI call between layers: lets the buckets already sent make progress
     const int b = bucket_of_unit_[unit];
@@ -144,7 +155,8 @@ void DataParallelHooks::start(int b) {
     Timer timer;
     started_[b] = true;
     Tensor x = target_.flat(buckets_[b].offset, buckets_[b].numel);
-    pending_.push_back({buckets_[b].group->all_reduce_async(x), (double)x.nbytes()});  // SUM: the loss is already / global tokens
+    note("start", b);
+    pending_.push_back({buckets_[b].group->all_reduce_async(x), (double)x.nbytes(), b});  // SUM: the loss is already / global tokens
     stats_.comm_s += timer.seconds();
     stats_.all_reduces += 1;
     stats_.started_in_backward += in_backward_ ? 1 : 0;
@@ -155,8 +167,12 @@ void DataParallelHooks::observe_completions() {
     Timer timer;
     std::vector<InFlight> still;
     for (InFlight& p : pending_) {
-        if (p.handle.test()) stats_.hidden_bytes += p.bytes;  // done, and backward is still running
-        else still.push_back(std::move(p));
+        if (p.handle.test()) {
+            stats_.hidden_bytes += p.bytes;  // done, and backward is still running
+            note("done", p.bucket);
+        } else {
+            still.push_back(std::move(p));
+        }
     }
     pending_ = std::move(still);
     stats_.comm_s += timer.seconds();
@@ -177,12 +193,17 @@ void DataParallelHooks::end_micro_batch() {
         const bool on_stream = groups_.data().backend() == CommBackend::nccl;
         if (on_stream) device_synchronize(model_.device());
         Timer timer;
-        for (InFlight& p : pending_) p.handle.wait();
+        note("wait", 0);
+        for (InFlight& p : pending_) {
+            p.handle.wait();
+            note("done", p.bucket);
+        }
         pending_.clear();
         if (on_stream) device_synchronize(model_.device());
         const double waited = timer.seconds();
         stats_.comm_s += waited;
         stats_.exposed_s += waited;
+        note("waited", 0);
         communicate_ = false;
     }
     if (target_.data() != model_.grads().data()) {

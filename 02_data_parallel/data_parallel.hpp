@@ -100,6 +100,19 @@ class DataParallelHooks : public StepHooks, public GradientSink {
     void layer_grads_ready(int unit) override;
 
     const DpStepStats& last_step() const { return stats_; }  // valid after finish_gradients
+
+    // --trace: every step's events with their steady-clock times (seconds; one clock for every process of a
+    // machine): "step" (begin), "backward" (a micro-batch's backward begins; index: micro-batch), "ready"
+    // (index: unit, its gradients final), "start" / "done" (index: bucket; done = seen complete by a test()
+    // during backward or at the end of a wait()), "wait" / "waited" (blocked after backward, begin / end)
+    struct TraceEvent {
+        int64_t step;
+        double t;
+        const char* what;
+        int index;
+    };
+    void record_trace(bool on) { tracing_ = on; }
+    const std::vector<TraceEvent>& trace() const { return trace_; }
     const std::vector<GradBucket>& buckets() const { return buckets_; }
     const DataParallelOptions& options() const { return opt_; }
 
@@ -118,6 +131,7 @@ class DataParallelHooks : public StepHooks, public GradientSink {
     struct InFlight {
         CommHandle handle;
         double bytes;
+        int bucket;
     };
     std::vector<InFlight> pending_;        // buckets in flight
     Tensor target_;       // where this micro-batch's backward accumulates: model.grads(), or fresh_
@@ -126,6 +140,10 @@ class DataParallelHooks : public StepHooks, public GradientSink {
     bool in_backward_ = false;
     CommCounters counters_at_begin_;
     DpStepStats stats_;
+    bool tracing_ = false;
+    int64_t step_ = 0;
+    std::vector<TraceEvent> trace_;
+    void note(const char* what, int index);  // a trace event now (when tracing)
 };
 
 }  // namespace penta

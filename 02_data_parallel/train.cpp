@@ -12,6 +12,7 @@
 //   mpirun -np 2 build/bin/02_data_parallel --dp 2 --dp-mode naive
 //   mpirun -np 4 build/bin/02_data_parallel --dp 4 --micro-batch 4 --bucket-mb 1
 //   mpirun -np 2 build/bin/02_data_parallel --dp 2 --micro-batch 2 --grad-accum 4 --no-sync=0
+//   mpirun -np 2 build/bin/02_data_parallel --dp 2 --bucket-mb 1 --trace /tmp/dp   (bucket events: /tmp/dp.rank<r>)
 //   mpirun -np 3 build/bin/02_data_parallel --dp 3 --sdc-check 2 --sdc-flip-bit 1:3    (sdc_check.hpp: caught, named)
 #include <cmath>
 #include <cstdio>
@@ -45,6 +46,8 @@ int train(int argc, char** argv) {
     flags.group("Faults and timeouts");
     flags.add("sdc-check", &sdc.every, "every N steps compare the replicas' parameter checksums (0: off)");
     flags.add("sdc-flip-bit", &sdc_flip, "RANK:STEP: dp rank RANK flips one weight bit after step STEP (a test fault)");
+    std::string trace;
+    flags.add("trace", &trace, "write each rank's bucket events with their times to FILE.rank<r> (JSONL; tools/figures/ch02_dp_timeline.py draws them)");
     if (!flags.parse(argc, argv)) return 0;
     cfg.validate();
     DataParallelOptions dpo{parse_dp_mode(mode), bucket_mb, no_sync};
@@ -61,6 +64,7 @@ int train(int argc, char** argv) {
     Model model(mc, device, (uint64_t)cfg.seed, model_options(cfg));  // the same seed everywhere: identical replicas
     std::unique_ptr<AdamW> optim = make_adamw(model, adamw_config(cfg), &grid);
     DataParallelHooks hooks(model, dp, dpo);
+    hooks.record_trace(!trace.empty());
     SdcCheck sdc_check(model, dp, sdc);
     Trainer trainer{model, *optim, {&hooks, &sdc_check}};
 
@@ -103,7 +107,18 @@ int train(int argc, char** argv) {
     }
     print_task_baseline(cfg, mc);
 
+    // --trace: one file per rank (the steady clock is one clock for the processes of a machine), opened now so
+    // that a bad path is refused before any work
+    const std::string trace_path = strfmt("%s.rank%d", trace.c_str(), world_rank());
+    std::FILE* f = trace.empty() ? nullptr : std::fopen(trace_path.c_str(), "w");
+    CHECK(trace.empty() || f, "--trace %s: cannot open %s for writing", trace.c_str(), trace_path.c_str());
     run_training(loop);
+    if (f) {
+        for (const DataParallelHooks::TraceEvent& e : hooks.trace())
+            std::fprintf(f, "{\"rank\": %d, \"step\": %ld, \"t\": %.9f, \"event\": \"%s\", \"index\": %d}\n", world_rank(),
+                         (long)e.step, e.t, e.what, e.index);
+        CHECK(std::fclose(f) == 0, "--trace %s: writing %s failed", trace.c_str(), trace_path.c_str());
+    }
 
     // per rank: what Comm counted, beside the formula (x grad_accum micro-batches when no_sync is off)
     const int K = dp.size();
