@@ -24,10 +24,10 @@ marker lines so the student sees where to write. It drops the chapters' mutation
 
 `grade` first puts the instructor's tests/ back into DIR (a student's edited test cannot grade itself),
 builds only the test binaries the chapter's exercises name in DIR (tests_NN and maybe tests_00: never a
-later chapter's folder). The library common/ holds some later chapters' exercises (06.1, 08.1, 11.1,
-11.2), and every test binary links it: for that build the regions of every chapter after NN are the
-instructor's (a file holding only such regions is swapped whole, a file that also holds chapter NN's or an
-earlier one's gets those regions swapped), and the student's files are put back right after it, even when
+later chapter's folder). The library common/ holds some later chapters' exercises (08.1, 11.1, 11.2),
+and every test binary links it: for that build the regions of every chapter after NN are the instructor's
+(a file holding only such regions is swapped whole, a file that also holds chapter NN's or an earlier
+one's gets those regions swapped), and the student's files are put back right after it, even when
 the build fails or grading is interrupted (a grade killed outright leaves them in DIR/.pentatron-grade-saved/,
 which the next grade puts back first). So a half-written 11.1 cannot zero chapter 02. It then runs each
 exercise's tests through scripts/run_tests.sh with PENTA_TEST_CASES (its test-case filters) and
