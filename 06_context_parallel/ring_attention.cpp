@@ -8,6 +8,7 @@
 
 #include "../common/metrics.hpp"
 #include "../common/ops.hpp"
+#include "online_softmax.hpp"
 
 namespace penta {
 
@@ -143,7 +144,7 @@ void ContextParallelAttention::forward_blocks(const Geometry& g, std::vector<Que
             const AttnSpan span{qc.chunk * g.c, kc * g.c, true};  // global positions: the diagonal is causal
             attention_forward_tiled(qc.q, g.part(kv, (int64_t)j, 0), g.part(kv, (int64_t)j, 1), part_out, part_lse,
                                     span);
-            attention_merge(qc.out, qc.lse, part_out, part_lse);
+            online_softmax_merge(qc.out, qc.lse, part_out, part_lse);  // online_softmax.hpp
             stats_.blocks++;
             stats_.pairs += kc < qc.chunk ? g.c * g.c : g.c * (g.c + 1) / 2;
             if (record_) recorded_.push_back({step, src, qc.chunk, kc, kc == qc.chunk});

@@ -5,7 +5,7 @@
 //   ring       (--cp-attn ring)       cp steps. At step s rank r attends its queries to the K/V block of
 //              rank r-s while it sends the block it has to rank r+1 and receives the next from rank r-1
 //              (asynchronous send/recv, overlapping the attention of the block already here). Each step's
-//              partial result is merged into the running one by log-sum-exp (ops.hpp attention_merge), the
+//              partial result is merged into the running one by log-sum-exp (online_softmax.hpp), the
 //              online softmax of flash attention applied across ranks. Blocks wholly in the future of every
 //              query are skipped, not masked. Backward: the K/V blocks go round again, and each block's
 //              dK/dV travels with it, one more hop at the end bringing every rank its own.

@@ -2,7 +2,8 @@
 // (Tq, Tk) probabilities, and flash attention (tiled, online softmax) that never holds more than a tile.
 //
 // Playbook: "Flash attention" (and "Context parallelism", whose ring attention merges the partial
-// results of several key blocks through the log-sum-exp that both versions return). Semantics: ops.hpp.
+// results of several key blocks through the log-sum-exp that both versions return: the merge is chapter
+// 06's, 06_context_parallel/online_softmax.cpp). Semantics: ops.hpp.
 // Test: `make test CH=00` or `build/bin/tests_00 -tc='*attention*'` (tests/00_common/test_attention.cpp).
 //
 // Layout reminder: q, out, dq are (B, Tq, nh, hd) and k, v, dk, dv are (B, Tk, nkv, hd), so the rows of
@@ -313,29 +314,6 @@ void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor&
                 }
             }
         }
-}
-
-void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_part, const Tensor& lse_part) {
-    // EXERCISE 06.1 begin: merge two attention partials by their log-sum-exp: the ring attention's online softmax across key blocks
-    const int64_t B = out.size(0), T = out.size(1), nh = out.size(2), hd = out.size(3);
-    float *o = out.ptr<float>(), *l = lse.ptr<float>();
-    const float *op = out_part.ptr<float>(), *lp = lse_part.ptr<float>();
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < nh; h++)
-            for (int64_t t = 0; t < T; t++) {
-                const int64_t li = (b * nh + h) * T + t;
-                const float l1 = l[li], l2 = lp[li];
-                if (l2 == -INFINITY) continue;  // the part saw no key of this row
-                const float m = std::max(l1, l2);
-                const float lnew = m + std::log(std::exp(l1 - m) + std::exp(l2 - m));  // exp(-inf) = 0
-                // w1 = 0 when nothing was merged yet: whatever out held is not read
-                const float w1 = l1 == -INFINITY ? 0.0f : std::exp(l1 - lnew), w2 = std::exp(l2 - lnew);
-                float* row = o + ((b * T + t) * nh + h) * hd;
-                const float* prow = op + ((b * T + t) * nh + h) * hd;
-                for (int64_t e = 0; e < hd; e++) row[e] = (w1 == 0.0f ? 0.0f : w1 * row[e]) + w2 * prow[e];
-                l[li] = lnew;
-            }
-    // EXERCISE 06.1 end
 }
 
 }  // namespace penta::cpu

@@ -234,13 +234,23 @@ void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor&
     DISPATCH(q.device(), attention_backward_tiled, dout, q, k, v, out, lse, dq, dk, dv, span);
 }
 
-void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_part, const Tensor& lse_part) {
+void check_attention_merge(const Tensor& out, const Tensor& lse, const Tensor& out_part, const Tensor& lse_part) {
     need_f32("attention_merge", "out", out, 4);
     need("attention_merge", "lse", lse, DType::f32, {out.size(0), out.size(2), out.size(1)});
     need("attention_merge", "out_part", out_part, DType::f32, out.shape);
     need("attention_merge", "lse_part", lse_part, DType::f32, lse.shape);
     same_device("attention_merge", {&out, &lse, &out_part, &lse_part});
-    DISPATCH(out.device(), attention_merge, out, lse, out_part, lse_part);
+}
+
+void attention_merge_gpu(Tensor& out, Tensor& lse, const Tensor& out_part, const Tensor& lse_part) {
+    check_attention_merge(out, lse, out_part, lse_part);
+    CHECK(out.device() == Device::cuda, "attention_merge_gpu: operands on %s; the CPU merge is chapter 06's "
+          "online_softmax_merge", device_name(out.device()));
+#if defined(PENTA_CUDA)
+    cuda::attention_merge(out, lse, out_part, lse_part);
+#else
+    FAIL("attention_merge on a cuda tensor, but this build has no CUDA (make CUDA=1)");
+#endif
 }
 
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) {

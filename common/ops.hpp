@@ -99,12 +99,12 @@ void attention_backward_tiled(const Tensor& dout, const Tensor& q, const Tensor&
                               const Tensor& out, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv,
                               AttnSpan span = {});
 
-// Context parallelism's merge of two partial attentions of the same queries over DISJOINT key sets:
-//   lse' = logaddexp(lse, lse_part),  out' = exp(lse - lse')·out + exp(lse_part - lse')·out_part
-// (each partial out is already normalised by its own keys' sum, so the weights are the shares of the
-// total sum). In place on out (B, T, nh, hd) and lse (B, nh, T); a row whose lse is -inf (no key seen yet)
-// takes the part as it is, a part whose lse is -inf changes nothing.
-void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_part, const Tensor& lse_part);
+// Context parallelism's online softmax (the log-sum-exp merge of two attention partials) is chapter 06's:
+// 06_context_parallel/online_softmax.hpp says what it computes and holds the CPU merge. Here: its operand
+// check (out (B, T, nh, hd), lse (B, nh, T), the parts alike, all f32 on one device) and its CUDA kernel
+// (common/cuda/attention_flash.cu), which a cuda tensor reaches through chapter 06's online_softmax_merge.
+void check_attention_merge(const Tensor& out, const Tensor& lse, const Tensor& out_part, const Tensor& lse_part);
+void attention_merge_gpu(Tensor& out, Tensor& lse, const Tensor& out_part, const Tensor& lse_part);
 
 // ---- SwiGLU --------------------------------------------------------------------------------------------
 // out = silu(gate) * up ; all (N, f)

@@ -11,6 +11,9 @@ namespace penta::cpu {
 
 namespace penta::cuda {
 #include "ops_backend.inc"
+// the online-softmax merge's kernel (ops.hpp attention_merge_gpu); its CPU side is chapter 06's
+// (06_context_parallel/online_softmax.cpp)
+void attention_merge(Tensor& out, Tensor& lse, const Tensor& out_part, const Tensor& lse_part);
 // device memory for tensor.cpp (cuda/memory.cu); device_count() is 0 when no GPU is visible
 int device_count();
 // from the caching pool (device_pool.hpp), for the compute stream; nullptr when the device is out of

@@ -101,6 +101,15 @@ Tensor random_tensor(const Shape& shape, uint64_t seed, float std, Device device
     return device == Device::cpu ? t : t.clone(device, tag);
 }
 
+Tensor key_range(const Tensor& t, int64_t start, int64_t len) {
+    auto h = t.to_host();
+    const int64_t B = t.size(0), Tk = t.size(1), row = t.size(2) * t.size(3);
+    std::vector<float> part;
+    for (int64_t b = 0; b < B; b++)
+        part.insert(part.end(), h.begin() + (b * Tk + start) * row, h.begin() + (b * Tk + start + len) * row);
+    return Tensor::from_host(part, {B, len, t.size(2), t.size(3)}, Device::cpu);
+}
+
 Tensor random_tokens(const Shape& shape, int32_t vocab, uint64_t seed, Device device) {
     int64_t n = 1;
     for (auto s : shape) n *= s;

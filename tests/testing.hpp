@@ -59,6 +59,9 @@ void check_close(const std::vector<float>& a, const std::vector<float>& b, doubl
 Tensor random_tensor(const Shape& shape, uint64_t seed, float std = 1.0f, Device device = Device::cpu,
                      Tag tag = Tag::workspace);
 Tensor random_tokens(const Shape& shape, int32_t vocab, uint64_t seed, Device device = Device::cpu);
+// keys [start, start + len) of attention's k or v (B, Tk, nkv, hd), as a new CPU tensor (B, len, nkv, hd): one
+// part of a key split, as context parallelism cuts them (tests_00's attention, tests_06's online softmax)
+Tensor key_range(const Tensor& t, int64_t start, int64_t len);
 
 // Central finite differences of loss() with respect to the f32 CPU tensor x, compared with `analytic`
 // (d loss / d x). Checks up to max_elems elements spread over x. loss() must read x's current contents.

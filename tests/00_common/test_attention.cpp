@@ -1,6 +1,7 @@
 // test_attention.cpp — causal GQA attention on the CPU: the naive version against a double-precision
 // reference written here, flash (tiled) against naive, finite-difference gradients of both backwards,
-// and the log-sum-exp merge that context parallelism relies on.
+// and the key-split attention that context parallelism relies on (its merge, in double here, is chapter
+// 06's online_softmax_merge, tested in tests/06_context_parallel/test_online_softmax.cpp).
 //
 // Playbook: "Flash attention", "Context parallelism". Code under test: common/attention_cpu.cpp.
 // Run: build/bin/tests_00 -tc='*attention*'   (or `make test CH=00`)
@@ -16,6 +17,7 @@ using namespace penta;
 using penta::testing::check_close;
 using penta::testing::check_gradient;
 using penta::testing::dot;
+using penta::testing::key_range;
 using penta::testing::random_tensor;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -126,15 +128,6 @@ std::string name(const Case& c) {
            (c.span.causal ? " causal" : " full");
 }
 
-// keys [start, start + len) of k or v (B, Tk, nkv, hd), as a new tensor (B, len, nkv, hd)
-Tensor key_range(const Tensor& t, int64_t start, int64_t len) {
-    auto h = t.to_host();
-    const int64_t B = t.size(0), Tk = t.size(1), row = t.size(2) * t.size(3);
-    std::vector<float> part;
-    for (int64_t b = 0; b < B; b++)
-        part.insert(part.end(), h.begin() + (b * Tk + start) * row, h.begin() + (b * Tk + start + len) * row);
-    return Tensor::from_host(part, {B, len, t.size(2), t.size(3)}, Device::cpu);
-}
 // the two key ranges' gradients put back in key order (B, Tk1 + Tk2, nkv, hd)
 std::vector<float> concat_keys(const Tensor& a, const Tensor& b) {
     auto ha = a.to_host(), hb = b.to_host();
@@ -279,13 +272,7 @@ TEST_CASE("attention over two key halves merged with lse equals attention over a
             Fwd full = forward(tiled, in, c.span);
             check_close(out, full.out.to_host(), 1e-5, 1e-6, "merged out " + what);
             check_lse(lse, full.lse.to_host(), 1e-5, "merged lse " + what);
-            // the op does the same, starting from "no key seen yet" (lse -inf, out whatever it holds)
-            Tensor acc_out = Tensor::from_host(std::vector<float>(o1.size(), NAN), in.q.shape, Device::cpu);
-            Tensor acc_lse = Tensor::from_host(std::vector<float>(l1.size(), -INFINITY), full.lse.shape, Device::cpu);
-            for (int p = 1; p >= 0; p--) attention_merge(acc_out, acc_lse, fp[p].out, fp[p].lse);
-            // playbook: 000.07.6 — the lse merge of two key halves = attention over all keys
-            check_close(acc_out.to_host(), full.out.to_host(), 1e-5, 1e-6, "attention_merge out " + what);
-            check_lse(acc_lse.to_host(), full.lse.to_host(), 1e-5, "attention_merge lse " + what);
+            // chapter 06's online_softmax_merge does this merge in f32 (tests/06_context_parallel/test_online_softmax.cpp)
 
             Fwd merged{Tensor::from_host(out, in.q.shape, Device::cpu),
                        Tensor::from_host(lse, full.lse.shape, Device::cpu)};
@@ -298,30 +285,6 @@ TEST_CASE("attention over two key halves merged with lse equals attention over a
             check_close(concat_keys(g[0].dk, g[1].dk), gf.dk.to_host(), 1e-5, 1e-5, "dk " + what);
             check_close(concat_keys(g[0].dv, g[1].dv), gf.dv.to_host(), 1e-5, 1e-5, "dv " + what);
         }
-}
-
-TEST_CASE("attention over two key halves merged with lse: log-sum-exps of +-200 merge without overflow") {
-    // Large scores give large log-sum-exps: exp(200) overflows f32 (and exp(-200) underflows to 0), so a merge
-    // that adds exp(l1) + exp(l2) without first taking out the larger one returns inf (or -inf) and loses the
-    // rows. Two parts of one (B 1, T 3, nh 1, hd 2) output, by hand: lse 200 and 199, -200 and -201, 90 and 3.
-    const float l_a[] = {200.0f, -200.0f, 90.0f}, l_b[] = {199.0f, -201.0f, 3.0f};
-    const std::vector<float> o_a = {1, 2, 3, 4, 5, 6}, o_b = {-1, 0.5f, 7, -8, 9, 10};
-    Tensor out = Tensor::from_host(std::vector<float>(6, NAN), {1, 3, 1, 2}, Device::cpu);
-    Tensor lse = Tensor::from_host(std::vector<float>(3, -INFINITY), {1, 1, 3}, Device::cpu);
-    attention_merge(out, lse, Tensor::from_host(o_a, {1, 3, 1, 2}, Device::cpu),
-                    Tensor::from_host(std::vector<float>(l_a, l_a + 3), {1, 1, 3}, Device::cpu));
-    attention_merge(out, lse, Tensor::from_host(o_b, {1, 3, 1, 2}, Device::cpu),
-                    Tensor::from_host(std::vector<float>(l_b, l_b + 3), {1, 1, 3}, Device::cpu));
-    std::vector<float> want_out(6), want_lse(3);
-    for (int t = 0; t < 3; t++) {
-        const double m = std::max(l_a[t], l_b[t]), tot = m + std::log(std::exp(l_a[t] - m) + std::exp(l_b[t] - m));
-        want_lse[t] = (float)tot;
-        for (int e = 0; e < 2; e++)
-            want_out[t * 2 + e] = (float)(std::exp(l_a[t] - tot) * o_a[t * 2 + e] + std::exp(l_b[t] - tot) * o_b[t * 2 + e]);
-    }
-    // f32 holds 200 to 2^-16: exp(l - lse) is that close, 1e-5 relative
-    check_lse(lse.to_host(), want_lse, 1e-6, "merged lse of +-200");
-    check_close(out.to_host(), want_out, 1e-4, 1e-6, "merged out of lse +-200");
 }
 
 TEST_CASE("attention backward accumulates into dq, dk, dv") {
