@@ -5,6 +5,8 @@
 #      every chapter has two exercises or more, and every edit of the mutation catalogue (tests/mutants/)
 #      still applies once: a marker line inside a quoted text would break a mutant; every exercise has a
 #      known-wrong variant ('exercise: NN.k') whose edits lie inside its region.
+#   1b. every exercise's 'files:' line is where its markers are, and chapters 02, 04, 06 and 07 are solved in their
+#      own folder: an exercise of 02 planted in common/ must be refused (issue 31's instructor check).
 #   2. the student copy of every chapter: each region's inside is gone (its text is not in the copy), each stub says "exercise NN.k not done", the mutation catalogues that quote solutions are
 #      dropped, and the source tree is untouched. No compilation: cheap.
 #   3. chapter 02 swept whole (`exercises.py sweep --ch 02`): the untouched copy scores full marks, and with
@@ -83,6 +85,20 @@ EOF
 fi
 [ "$(git status --porcelain | md5sum)" = "$before" ] || { ok=1; out+=$'\nthe source tree changed'; }
 verdict "the student copy of every chapter: each region a stub, no solution line left, the tree untouched" $ok
+
+# 2b. an exercise of chapter 02 (one an instructor hands out as its folder alone) planted in common/ is
+#     refused by check, naming the file and the rule; so is a files: line that is not where its markers are
+cp -r "$tmp/all" "$tmp/own" 2>/dev/null
+printf '%s\n' '// EXERCISE 02.3 begin: planted outside the chapter' 'int planted_02_3 = 0;' '// EXERCISE 02.3 end' \
+    >>"$tmp/own/common/ops_cpu.cpp"
+printf '%s\n' '' '## 02.3: planted' 'minutes: 5' 'points: 1' 'files: 02_data_parallel/ring_all_reduce.cpp' \
+    'test: tests_02 *ring*' >>"$tmp/own/tests/exercises/02_data_parallel.txt"
+out=$(python3 "$tmp/own/tools/exercises.py" check 2>&1)
+rc=$?
+[ "$rc" != 0 ] && grep -q "exercise 02.3 is solved in common/ops_cpu.cpp, outside 02_data_parallel/" <<<"$out" &&
+    grep -q "exercise 02.3's 'files: 02_data_parallel/ring_all_reduce.cpp' differs" <<<"$out"
+verdict "an exercise of 02 planted in common/ is refused, and a files: line that misplaces it (check exit $rc)" $?
+rm -rf "$tmp/own"
 
 # 3. chapter 02 swept: full marks untouched, each exercise blanked alone scores 0 on it only
 t=$SECONDS
