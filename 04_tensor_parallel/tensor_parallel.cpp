@@ -5,15 +5,17 @@
 
 #include <algorithm>
 
+#include "parallel_layers.hpp"
+
 namespace penta {
 
 void TensorParallel::tally(bool forward, double before) {
     (forward ? fwd_ : bwd_) += tp_.counters().total_bytes() - before;
 }
 
-Tensor TensorParallel::enter_forward(const Tensor& x) { return x; }  // (N, h) already on every rank
+Tensor TensorParallel::f(const Tensor& x) { return x; }  // (N, h) already on every rank
 
-Tensor TensorParallel::enter_backward(const Tensor& dx) {
+Tensor TensorParallel::f_backward(const Tensor& dx) {
     // EXERCISE 04.1 begin: f's backward: the column-parallel input's gradient is summed over the tp ranks
     const double before = tp_.counters().total_bytes();
     Tensor sum = dx;  // (N, h): this rank's heads' share of d x; the sum is every head's, in place
@@ -23,7 +25,7 @@ Tensor TensorParallel::enter_backward(const Tensor& dx) {
     // EXERCISE 04.1 end
 }
 
-Tensor TensorParallel::exit_forward(const Tensor& y) {
+Tensor TensorParallel::g(const Tensor& y) {
     // EXERCISE 04.1 begin: g's forward: the row-parallel partial products are summed over the tp ranks
     const double before = tp_.counters().total_bytes();
     Tensor sum = y;  // (N, h): a row-parallel linear's partial product; the sum is the layer's output
@@ -33,7 +35,7 @@ Tensor TensorParallel::exit_forward(const Tensor& y) {
     // EXERCISE 04.1 end
 }
 
-Tensor TensorParallel::exit_backward(const Tensor& dy) { return dy; }  // (N, h) the same on every rank
+Tensor TensorParallel::g_backward(const Tensor& dy) { return dy; }  // (N, h) the same on every rank
 
 LayerTraffic::LayerTraffic(const Model& model, const TensorParallel& boundary)
     : layout_(model.layout()), b_(boundary), layers_(model.config().n_layers) {}
@@ -62,7 +64,7 @@ std::vector<float> gather_tensor_parallel(const LlamaConfig& cfg, const ParamLay
     const ParamLayout full = ParamLayout::build(cfg, 1, 0, shard.slice);
     std::vector<float> out(full.numel);
     for (int r = 0; r < t; r++) {
-        const ParamLayout lr = ParamLayout::build(cfg, t, r, shard.slice);  // rank r's shapes and offsets
+        const ParamLayout lr = tensor_parallel_layout(cfg, t, r, shard.slice);  // rank r's shapes and offsets
         for (size_t i = 0; i < lr.tensors.size(); i++) {
             const ParamTensor &s = lr.tensors[i], &f = full.tensors[i];
             if (s.split == Split::replicated && r > 0) continue;

@@ -8,15 +8,16 @@
 // partial sum. Between them the heads / the SwiGLU columns are entirely local. Two operators close the
 // region:
 //              forward                         backward
-//   f (enter)  identity: x is replicated        all-reduce: each rank's heads gave part of dx
-//   g (exit)   all-reduce: sum the partial y    identity: dy is replicated
+//   f (enter)  identity: x is replicated        all-reduce: each rank's heads gave part of dx   (TensorParallel::f)
+//   g (exit)   all-reduce: sum the partial y    identity: dy is replicated                     (TensorParallel::g)
 // f and g are conjugate: each one's backward is the other's forward. Per layer and micro-batch that is
 // one all-reduce of (s b, h) per region and direction: 2 forward + 2 backward, each 2(t-1)/t · s b h
 // elements on the ring, 8(t-1)/t · s b h in all (formulas.hpp: tp_layer_comm_elements).
-// The sharding itself lives in the parameter layout (common/model_layout.cpp: each tensor's split, and
-// sharded_on = tp); the model calls f and g at the right places (common/model.cpp); this file implements
-// them. The global gradient norm needs nothing from this chapter: the layout says which tensors tp cuts,
-// so every rank counts its shards and tp rank 0 the replicated norms (model_layout.hpp). See README.md.
+// Which part of each matrix a rank holds is the parallel layers' split rules (parallel_layers.hpp); the
+// model calls f and g at the right places (common/model.cpp); this file implements them; tp_install.hpp
+// puts both into a model. The global gradient norm needs nothing from this chapter: the layout says which
+// tensors tp cuts, so every rank counts its shards and tp rank 0 the replicated norms (model_layout.hpp).
+// See README.md.
 //   mpirun -np 2 build/bin/04_tensor_parallel --tp 2
 // Test: `make test CH=04`.
 #pragma once
@@ -27,13 +28,22 @@
 
 namespace penta {
 
+// f and g over the tp group, with their byte tallies: the model's TensorParallelBoundary (spine.hpp), whose
+// enter / exit are f / g. Chapter 05's SequenceParallel overrides f and g with their sequence-split forms.
 class TensorParallel : public TensorParallelBoundary {
    public:
     explicit TensorParallel(Comm& tp) : tp_(tp) {}
-    Tensor enter_forward(const Tensor& x) override;    // f:   identity
-    Tensor enter_backward(const Tensor& dx) override;  // f^T: all-reduce over tp
-    Tensor exit_forward(const Tensor& y) override;     // g:   all-reduce over tp
-    Tensor exit_backward(const Tensor& dy) override;   // g^T: identity
+    // f: enters a column-parallel region (before q/k/v, gate/up and lm_head; parallel_layers.hpp)
+    virtual Tensor f(const Tensor& x);            // forward:  identity, x (N, h) is on every rank
+    virtual Tensor f_backward(const Tensor& dx);  // backward: all-reduce of dx (N, h) over tp
+    // g: leaves a row-parallel region (after o_proj, down_proj and the vocab-parallel embedding)
+    virtual Tensor g(const Tensor& y);            // forward:  all-reduce of the partial y (N, h) over tp
+    virtual Tensor g_backward(const Tensor& dy);  // backward: identity, dy (N, h) is on every rank
+    // the seam the model calls (common/model.cpp): enter is f, exit is g
+    Tensor enter_forward(const Tensor& x) final { return f(x); }
+    Tensor enter_backward(const Tensor& dx) final { return f_backward(dx); }
+    Tensor exit_forward(const Tensor& y) final { return g(y); }
+    Tensor exit_backward(const Tensor& dy) final { return g_backward(dy); }
     Comm& group() const { return tp_; }
     // bytes this boundary's collectives sent (ring accounting, Comm::counters) in forward calls and in
     // backward calls since construction; a recomputed forward inside backward counts as forward

@@ -25,27 +25,6 @@ bool parse_tensor_parallel_flags(int argc, char** argv, const char* program, con
     return true;
 }
 
-TensorParallelOptimizer make_tp_optimizer(Model& model, ParallelGrid& grid, int64_t zero, const AdamWConfig& ac,
-                                          Comm* data, Axes data_axes) {
-    Comm& group = data ? *data : grid.dp();
-    // each unit over its group: the model over `group`, a MoE's experts over edp (reduce_groups.hpp)
-    const ReduceGroups groups(group, data_axes, grid.edp());
-    TensorParallelOptimizer o;
-    if (zero > 0) {
-        o.zero = std::make_unique<ZeroHooks>(model, groups, parse_zero_stage(zero), ac, &grid, data_axes);
-        o.optim = &o.zero->optimizer();
-        o.hooks.push_back(o.zero.get());
-        return o;
-    }
-    o.own_optim = make_adamw(model, ac, &grid);
-    o.optim = o.own_optim.get();
-    if (group.size() > 1) {
-        o.dp_hooks = std::make_unique<DataParallelHooks>(model, groups);
-        o.hooks.push_back(o.dp_hooks.get());
-    }
-    return o;
-}
-
 TensorParallelTraining::TensorParallelTraining(const TrainConfig& c, int64_t zero_stage) : cfg(c), zero(zero_stage) {
     CHECK(cfg.pp == 1 && cfg.cp == 1 && cfg.ep == 1,
           "--pp %ld --cp %ld --ep %ld: pipeline, context and expert parallelism are chapters 06-08; this program "
@@ -58,14 +37,11 @@ TensorParallelTraining::TensorParallelTraining(const TrainConfig& c, int64_t zer
                                           GridShape{(int)cfg.dp, 1, 1, (int)cfg.tp}, &mc);
     data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
 
-    ModelOptions mo = model_options(cfg);
-    mo.tp = (int)cfg.tp, mo.tp_rank = grid->coords().tp;  // this rank's shard of every matrix
-    mo.sequence_parallel = cfg.sp;                         // the norms' gradients are partial sums over tp
+    // this rank's shard of every matrix; with --sp the norms' gradients are partial sums over tp
+    ModelOptions mo = tensor_parallel_options(model_options(cfg), grid->tp(), cfg.sp);
     if (zero > 0) mo = zero_model_options(parse_zero_stage(zero), mo);
     model = std::make_unique<Model>(mc, device, (uint64_t)cfg.seed, mo);
-    loss_ = std::make_unique<VocabParallelCrossEntropy>(grid->tp(), model->layout(), mc.vocab);
-    model->set_loss(loss_.get());
-    set_boundary(std::make_unique<TensorParallel>(grid->tp()));
+    install(std::make_unique<TensorParallel>(grid->tp()));  // f / g and the vocab-parallel loss
 
     // over dp: chapter 02's all-reduce, or chapter 03's ZeRO (the same setup the tests train with)
     opt_ = make_tp_optimizer(*model, *grid, zero, adamw_config(cfg));
@@ -75,12 +51,11 @@ TensorParallelTraining::~TensorParallelTraining() {
     if (meter_) model->remove_observer(meter_.get());
 }
 
-void TensorParallelTraining::set_boundary(std::unique_ptr<TensorParallel> b) {
-    model->set_boundary(b.get());
+void TensorParallelTraining::install(std::unique_ptr<TensorParallel> b) {
+    seams_ = install_tensor_parallel(*model, grid->tp(), std::move(b));
     if (meter_) model->remove_observer(meter_.get());
-    meter_ = std::make_unique<LayerTraffic>(*model, *b);
+    meter_ = std::make_unique<LayerTraffic>(*model, *seams_.boundary);
     model->add_observer(meter_.get());
-    boundary_ = std::move(b);
 }
 
 std::vector<LayerTraffic::Bytes> TensorParallelTraining::measure_micro_batch(

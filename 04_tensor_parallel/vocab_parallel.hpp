@@ -22,6 +22,10 @@
 
 namespace penta {
 
+// Vocab-parallel cross-entropy: the loss of VocabParallelEmbedding's logits (parallel_layers.hpp).
+//   split:    rank r holds the logits' columns [r·Vp/t, (r+1)·Vp/t), this rank's vocab rows of lm_head.
+//   forward:  all-reduce (max) of the row max m, one all-reduce (sum) of (2, N): S and z_y; loss on every rank.
+//   backward: none: d z = (softmax - onehot) · grad_scale on the local shard, from m, S (no collective).
 class VocabParallelCrossEntropy : public LossCore {
    public:
     // layout: this rank's ParamLayout (vocab_start, vocab_rows); vocab: the real (unpadded) vocabulary

@@ -20,19 +20,14 @@ int64_t local_rows(const Comm& tp, int64_t N) {
 }  // namespace
 
 TensorParallelSeams install_tensor_parallel(Model& model, Comm& tp, bool sp) {
-    TensorParallelSeams s;
-    if (tp.size() == 1) return s;
-    s.loss = std::make_unique<VocabParallelCrossEntropy>(tp, model.layout(), model.config().vocab);
-    model.set_loss(s.loss.get());
-    s.boundary = sp ? std::make_unique<SequenceParallel>(tp) : std::make_unique<TensorParallel>(tp);
-    model.set_boundary(s.boundary.get());
-    return s;
+    if (tp.size() == 1) return {};
+    return install_tensor_parallel(model, tp, sp ? std::make_unique<SequenceParallel>(tp) : nullptr);
 }
 
 // Outputs inherit the input's allocation tag: the gathered input of q/k/v is what the layer saves for
 // backward (Tag::activations in training), the scattered embedding output is the first layer's input.
 
-Tensor SequenceParallel::enter_forward(const Tensor& x) {
+Tensor SequenceParallel::f(const Tensor& x) {
     // EXERCISE 05.1 begin: entering the tp region: all-gather the sequence-split activations forward, reduce-scatter their gradient backward
     const double before = tp_.counters().total_bytes();
     Tensor full = Tensor::empty({x.size(0) * tp_.size(), x.size(1)}, x.dtype, x.device(), x.tag());  // (N, h)
@@ -42,7 +37,7 @@ Tensor SequenceParallel::enter_forward(const Tensor& x) {
     // EXERCISE 05.1 end
 }
 
-Tensor SequenceParallel::enter_backward(const Tensor& dx) {
+Tensor SequenceParallel::f_backward(const Tensor& dx) {
     // EXERCISE 05.1 begin: entering the tp region, backward: reduce-scatter d x to this rank's tokens
     const double before = tp_.counters().total_bytes();
     Tensor mine = Tensor::empty({local_rows(tp_, dx.size(0)), dx.size(1)}, dx.dtype, dx.device(), dx.tag());
@@ -52,7 +47,7 @@ Tensor SequenceParallel::enter_backward(const Tensor& dx) {
     // EXERCISE 05.1 end
 }
 
-Tensor SequenceParallel::exit_forward(const Tensor& y) {
+Tensor SequenceParallel::g(const Tensor& y) {
     // EXERCISE 05.2 begin: leaving the tp region: reduce-scatter the partial products to this rank's tokens forward
     const double before = tp_.counters().total_bytes();
     Tensor mine = Tensor::empty({local_rows(tp_, y.size(0)), y.size(1)}, y.dtype, y.device(), y.tag());
@@ -62,7 +57,7 @@ Tensor SequenceParallel::exit_forward(const Tensor& y) {
     // EXERCISE 05.2 end
 }
 
-Tensor SequenceParallel::exit_backward(const Tensor& dy) {
+Tensor SequenceParallel::g_backward(const Tensor& dy) {
     // EXERCISE 05.2 begin: leaving the tp region, backward: all-gather d y over every token
     const double before = tp_.counters().total_bytes();
     Tensor full = Tensor::empty({dy.size(0) * tp_.size(), dy.size(1)}, dy.dtype, dy.device(), dy.tag());

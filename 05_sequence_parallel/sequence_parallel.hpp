@@ -4,9 +4,9 @@
 // Playbook: "Sequence parallelism". TP (chapter 04) keeps the activations between its regions whole on
 // every rank: the norm input, the residual stream. SP splits them along the tokens instead, and swaps f
 // and g for a pair that moves between the two layouts:
-//              forward                                     backward
-//   enter      all-gather along the sequence (N/t -> N)    reduce-scatter (N -> N/t)
-//   exit       reduce-scatter along the sequence (N -> N/t) all-gather (N/t -> N)
+//                  forward                                      backward
+//   f (enter)      all-gather along the sequence (N/t -> N)     reduce-scatter (N -> N/t)   (SequenceParallel::f)
+//   g (exit)       reduce-scatter along the sequence (N -> N/t) all-gather (N/t -> N)       (SequenceParallel::g)
 // A reduce-scatter plus an all-gather moves exactly what one all-reduce moves ((t-1)/t·M each, 2(t-1)/t·M
 // for the all-reduce), so SP costs no extra traffic: still 8(t-1)/t · s b h elements per layer.
 // The split: the model flattens (B, T) into N = B·T token rows, row n = b·T + i; rank r holds the
@@ -22,19 +22,21 @@
 #pragma once
 #include <memory>
 
-#include "../04_tensor_parallel/tensor_parallel.hpp"
-#include "../04_tensor_parallel/vocab_parallel.hpp"
+#include "../04_tensor_parallel/tp_install.hpp"
 
 namespace penta {
 
-// Same tensor-parallel layout and byte tallies as TensorParallel; only the boundary operators differ.
+// f and g in their sequence-parallel forms (the playbook's figure calls them g and g*): the same tensor-parallel
+// layout and byte tallies as TensorParallel; only the collectives differ.
 class SequenceParallel : public TensorParallel {
    public:
     explicit SequenceParallel(Comm& tp) : TensorParallel(tp) {}
-    Tensor enter_forward(const Tensor& x) override;    // all-gather      (N/t, h) -> (N, h)
-    Tensor enter_backward(const Tensor& dx) override;  // reduce-scatter  (N, h)   -> (N/t, h)
-    Tensor exit_forward(const Tensor& y) override;     // reduce-scatter  (N, h)   -> (N/t, h)
-    Tensor exit_backward(const Tensor& dy) override;   // all-gather      (N/t, h) -> (N, h)
+    // f under SP: enters a column-parallel region from the sequence-split stream
+    Tensor f(const Tensor& x) override;            // forward:  all-gather      (N/t, h) -> (N, h)
+    Tensor f_backward(const Tensor& dx) override;  // backward: reduce-scatter  (N, h)   -> (N/t, h)
+    // g under SP: leaves a row-parallel region into the sequence-split stream
+    Tensor g(const Tensor& y) override;            // forward:  reduce-scatter  (N, h)   -> (N/t, h)
+    Tensor g_backward(const Tensor& dy) override;  // backward: all-gather      (N/t, h) -> (N, h)
     // the tokens between boundaries are split: a norm weight's gradient is all-reduced over tp
     bool splits_tokens() const override { return true; }
     void sum_token_split_grad(Tensor& partial) override;
@@ -45,13 +47,8 @@ class SequenceParallel : public TensorParallel {
     double norm_grad_bytes_ = 0;
 };
 
-// The tensor-parallel seams of a model on the tp group, installed on it: f/g (TensorParallel) or, with sp,
-// SP's pair, and the vocab-parallel loss; nothing when the group has one rank. The model holds pointers to
-// them: keep this alive as long as the model runs (chapters 06 and 08 and their tests install them so).
-struct TensorParallelSeams {
-    std::unique_ptr<TensorParallel> boundary;
-    std::unique_ptr<VocabParallelCrossEntropy> loss;
-};
+// Chapter 04's install_tensor_parallel (tp_install.hpp) with SP's boundary when sp, f / g otherwise; nothing
+// when the group has one rank. The model must be built with tensor_parallel_options(..., sp).
 TensorParallelSeams install_tensor_parallel(Model& model, Comm& tp, bool sp);
 
 // Bytes the norm / residual regions of every layer keep for backward (LayerActs x_in, attn_rstd, x_mid,

@@ -65,7 +65,7 @@ int train(int argc, char** argv) {
     const Measured tp = measure(run);  // chapter 04's f and g
     Measured sp;
     if (cfg.sp) {
-        run.set_boundary(std::make_unique<SequenceParallel>(run.grid->tp()));  // all SP changes
+        run.install(std::make_unique<SequenceParallel>(run.grid->tp()));  // all SP changes
         sp = measure(run);
     }
     if (world_rank() == 0) {

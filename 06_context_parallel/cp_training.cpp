@@ -80,9 +80,7 @@ ContextParallelTraining::ContextParallelTraining(const TrainConfig& c, const Con
     data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
     attention = make_context_attention(*grid, shard, attn, cfg.seq);
 
-    ModelOptions mo = model_options(cfg);
-    mo.tp = (int)cfg.tp, mo.tp_rank = grid->coords().tp;
-    mo.sequence_parallel = cfg.sp;
+    ModelOptions mo = tensor_parallel_options(model_options(cfg), grid->tp(), cfg.sp);
     mo.attention_core = attention;  // the one piece of the model CP replaces
     if (cpf.zero > 0) mo = zero_model_options(parse_zero_stage(cpf.zero), mo);
     model = std::make_unique<Model>(mc, device, (uint64_t)cfg.seed, mo);

@@ -13,8 +13,9 @@
 #pragma once
 #include <memory>
 
-#include "../04_tensor_parallel/tp_training.hpp"
+#include "../04_tensor_parallel/tp_optimizer.hpp"
 #include "../05_sequence_parallel/sequence_parallel.hpp"
+#include "../common/train_loop.hpp"
 #include "ring_attention.hpp"
 
 namespace penta {

@@ -95,20 +95,13 @@ PipelinePlan pipeline_plan(const TrainConfig& cfg, const PipelineFlags& pf, cons
 PipelineParts::PipelineParts(const TrainConfig& cfg, const PipelineFlags& pf, const LlamaConfig& mc,
                              ParallelGrid& grid, Device device, const AdamWConfig& ac, const StageCores& cores) {
     plan = pipeline_plan(cfg, pf, mc, &pieces);
-    ModelOptions mo = model_options(cfg);
-    mo.tp = (int)cfg.tp, mo.tp_rank = grid.coords().tp;
-    mo.sequence_parallel = cfg.sp;
+    ModelOptions mo = tensor_parallel_options(model_options(cfg), grid.tp(), cfg.sp);
     mo.slice = stage_slice(plan, pieces, grid.coords().pp);  // the one thing PP changes in the model
     if (cores.attention_core) mo.attention_core = cores.attention_core;
     if (cores.mlp_core) mo.mlp_core = cores.mlp_core;
     if (pf.zero > 0) mo = zero_model_options(parse_zero_stage(pf.zero), mo);
     model = std::make_unique<Model>(mc, device, (uint64_t)cfg.seed, mo);
-    if (cfg.tp > 1) {
-        loss = std::make_unique<VocabParallelCrossEntropy>(grid.tp(), model->layout(), mc.vocab);
-        model->set_loss(loss.get());
-        boundary = cfg.sp ? std::make_unique<SequenceParallel>(grid.tp()) : std::make_unique<TensorParallel>(grid.tp());
-        model->set_boundary(boundary.get());
-    }
+    seams = install_tensor_parallel(*model, grid.tp(), cfg.sp);  // when --tp > 1
     executor = std::make_unique<PipelineExecutor>(plan, grid.pp());
     pp = &grid.pp();
     opt = make_tp_optimizer(*model, grid, pf.zero, ac, cores.data, cores.data_axes);

@@ -19,7 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "../04_tensor_parallel/tp_training.hpp"
+#include "../04_tensor_parallel/tp_install.hpp"
+#include "../04_tensor_parallel/tp_optimizer.hpp"
+#include "../common/train_loop.hpp"
 #include "pipeline_executor.hpp"
 #include "pipeline_schedule.hpp"
 #include "tools/pipeline_clock.hpp"
@@ -70,8 +72,7 @@ struct PipelineParts {
     PipelinePlan plan;
     std::vector<LayerRange> pieces;  // the layers of each virtual stage
     std::unique_ptr<Model> model;
-    std::unique_ptr<VocabParallelCrossEntropy> loss;
-    std::unique_ptr<TensorParallel> boundary;
+    TensorParallelSeams seams;  // f/g (or SP) and the vocab-parallel loss when --tp > 1
     std::unique_ptr<PipelineExecutor> executor;
     Comm* pp = nullptr;                               // the pipeline group: the grid's
     TensorParallelOptimizer opt;                      // over dp (chapter 02's all-reduce, or ZeRO)

@@ -105,9 +105,7 @@ ExpertParallelTraining::ExpertParallelTraining(const TrainConfig& c, const Exper
     data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
     moe = std::make_shared<MoeLayer>(mc, moe_options(f), device, &grid->ep(), &grid->tp());
 
-    ModelOptions mo = model_options(cfg);
-    mo.tp = (int)cfg.tp, mo.tp_rank = grid->coords().tp;
-    mo.sequence_parallel = cfg.sp;
+    ModelOptions mo = tensor_parallel_options(model_options(cfg), grid->tp(), cfg.sp);
     mo.mlp_core = moe;  // the one piece of the model EP replaces
     if (f.zero > 0) mo = zero_model_options(parse_zero_stage(f.zero), mo);
     model = std::make_unique<Model>(mc, device, (uint64_t)cfg.seed, mo);

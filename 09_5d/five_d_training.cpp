@@ -26,7 +26,7 @@ FiveDTraining::FiveDTraining(const TrainConfig& c, const FiveDFlags& f) : cfg(c)
     parts = std::make_unique<FiveDParts>(cfg, flags, mc, *grid, device, adamw_config(cfg));
     Model& m = parts->model();
     if (cfg.data == "addition" && cfg.cp == 1 && m.layout().slice.has_head) {
-        LossCore* inner = parts->stage->loss.get();
+        LossCore* inner = parts->stage->seams.loss.get();
         if (!inner) local_loss_ = std::make_unique<LocalCrossEntropy>(), inner = local_loss_.get();
         meter_ = std::make_unique<TaskMeter>(inner, &grid->tp(), mc.vocab, cfg.seq);
         m.set_loss(meter_.get());

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "../02_data_parallel/data_parallel.hpp"
+#include "../04_tensor_parallel/parallel_layers.hpp"
 #include "../common/core.hpp"
 #include "../common/model_layout.hpp"
 
@@ -104,6 +105,7 @@ Slice model_slice(const Job& job, const Layout& L, const GridCoords& c) {
     dense.moe = MoeConfig{};
     LayoutOptions o;
     o.tp = L.grid.tp, o.tp_rank = c.tp, o.sequence_parallel = L.sp, o.slice = slice_of(job, L, c.pp);
+    o.sharding = &megatron_sharding();  // the shards the programs hold (chapter 04's parallel layers)
     const ParamLayout pl = ParamLayout::build(dense, o);
     Slice s;
     for (const ParamUnit& u : pl.units) s.units.push_back(u.numel);

@@ -39,6 +39,8 @@ struct ModelOptions {
     AttentionKernel attention = AttentionKernel::flash;
     int tp = 1, tp_rank = 0;
     bool sequence_parallel = false;  // the norms' gradients are summed over tp (their tokens are split)
+    // how tp cuts each tensor (nullptr: whole tensors, tp 1); chapter 04's tensor_parallel_options sets it
+    const ShardingPlan* sharding = nullptr;
     PipelineSlice slice;
     // false: no full flat parameter / gradient buffer on this rank (params() / grads() stay undefined);
     // a ParamProvider / GradientSink must then serve them: ZeRO-3's gathered units, ZeRO-2's shard (ch03)
@@ -50,7 +52,7 @@ struct ModelOptions {
     // the layer's cores; they declare their weights, so they are chosen when the model is built
     std::shared_ptr<AttentionCore> attention_core;  // nullptr: LocalAttention(attention)
     std::shared_ptr<MlpCore> mlp_core;              // nullptr: DenseSwiGLU
-    LayoutOptions layout() const { return LayoutOptions{tp, tp_rank, sequence_parallel, slice}; }
+    LayoutOptions layout() const { return LayoutOptions{tp, tp_rank, sequence_parallel, slice, sharding}; }
 };
 
 // What one decoder layer keeps for backward (N = B T tokens; widths local to a TP rank). With

@@ -53,7 +53,7 @@ void LayoutBuilder::end_unit() {
     layer_ = open_.empty() ? -1 : L_.units[open_.back()].layer;
 }
 
-int LayoutBuilder::add(const std::string& role, Shape full, Split split, float init_std, int64_t local_rows) {
+int LayoutBuilder::add(const std::string& role, Shape full, Split split, float init_std) {
     CHECK(!open_.empty(), "LayoutBuilder: tensor %s added outside a unit", role.c_str());
     const int unit = open_.back();
     if (!held_[unit]) return -1;
@@ -63,21 +63,12 @@ int LayoutBuilder::add(const std::string& role, Shape full, Split split, float i
     t.name = u.layer >= 0 ? "model.layers." + std::to_string(u.layer) + "." + role : role;
     t.unit = unit;
     t.full_shape = full;
-    t.shape = full;
     t.split = split;
     t.init_std = init_std;
     t.decay = full.size() == 2;
-    CHECK(split != Split::rows || local_rows >= 0 || full[0] % L_.tp == 0,
-          "tensor %s: tp %d must divide its %lld rows", t.name.c_str(), L_.tp, (long long)full[0]);
-    CHECK(split != Split::cols || full[1] % L_.tp == 0, "tensor %s: tp %d must divide its %lld columns",
-          t.name.c_str(), L_.tp, (long long)full[1]);
-    if (split == Split::rows) {
-        t.shape[0] = local_rows >= 0 ? local_rows : full[0] / L_.tp;
-        t.row0 = L_.tp_rank * t.shape[0];
-    } else if (split == Split::cols) {
-        t.shape[1] = full[1] / L_.tp;
-        t.col0 = L_.tp_rank * t.shape[1];
-    }
+    // this rank's part of it: the plan's rule for its kind (chapter 04: ColumnParallelLinear, ...)
+    const TensorShard s = plan().shard(t.name, split, full, L_.tp, L_.tp_rank);
+    t.shape = s.shape, t.row0 = s.row0, t.col0 = s.col0;
     // each pipeline stage holds its own tensors; tp cuts the split ones; the replicated ones, under sequence
     // parallelism, see only this rank's tokens, so their gradient is a partial sum over tp as well
     t.sharded_on = kAxisPP | u.sharded_on | (split == Split::replicated ? 0 : kAxisTP);
@@ -107,9 +98,24 @@ void LayoutBuilder::finish() {
 
 // ---- ParamLayout ----------------------------------------------------------------------------------------
 
-ParamLayout ParamLayout::build(const LlamaConfig& cfg, int tp, int tp_rank, PipelineSlice slice) {
+TensorShard WholeTensors::shard(const std::string& name, Split split, const Shape& full, int tp, int) const {
+    CHECK(tp == 1 || split == Split::replicated,
+          "%s: tp %d needs a sharding plan that cuts it (chapter 04's tensor_parallel_options: MegatronSharding)",
+          name.c_str(), tp);
+    return TensorShard{full};
+}
+
+const ShardingPlan& whole_tensors() {
+    static const WholeTensors plan;
+    return plan;
+}
+
+const ShardingPlan& LayoutBuilder::plan() const { return opt_.sharding ? *opt_.sharding : whole_tensors(); }
+
+ParamLayout ParamLayout::build(const LlamaConfig& cfg, int tp, int tp_rank, PipelineSlice slice,
+                               const ShardingPlan* sharding) {
     LayoutOptions o;
-    o.tp = tp, o.tp_rank = tp_rank, o.slice = slice;
+    o.tp = tp, o.tp_rank = tp_rank, o.slice = slice, o.sharding = sharding;
     return build(cfg, o);
 }
 
@@ -155,20 +161,20 @@ ParamLayout ParamLayout::build(const LlamaConfig& cfg, const LayoutOptions& opt,
 
     ParamLayout L;
     L.tp = tp, L.tp_rank = tp_rank, L.slice = slice;
-    L.vocab_rows = (cfg.vocab + tp - 1) / tp;
-    L.vocab_start = tp_rank * L.vocab_rows;
     LayoutOptions resolved = opt;
     resolved.slice = slice;
     LayoutBuilder b(L, cfg, resolved);
 
     const int64_t h = cfg.hidden;
+    const TensorShard vocab = b.plan().shard("the vocabulary", Split::vocab, {cfg.vocab, h}, tp, tp_rank);
+    L.vocab_rows = vocab.shape[0], L.vocab_start = vocab.row0;  // this rank's rows of the embedding and lm_head
     const float std = 0.02f;
     // a tied model's stage with the head but not the embedding keeps a replica of the table for its lm_head, in
     // the embedding unit, so the two copies are cut alike (ZeRO's shards of the unit match); it initialises to
     // the same values (same name), and the two stages' gradients of it are summed (pp)
     const bool replica = cfg.tied_embeddings && slice.has_head && !slice.has_embedding;
     b.begin_unit("embedding", -1, slice.has_embedding || replica);
-    const int emb = b.add("model.embed_tokens.weight", {cfg.vocab, h}, Split::rows, std, L.vocab_rows);
+    const int emb = b.add("model.embed_tokens.weight", {cfg.vocab, h}, Split::vocab, std);
     if (emb >= 0 && cfg.tied_embeddings && slice.has_head != slice.has_embedding) {
         b.tensor(emb).grad_summed_on |= kAxisPP;                // each of the two stages computes a part
         if (replica) b.tensor(emb).sharded_on &= ~kAxisPP;      // counted in the norm on the first stage only
@@ -185,7 +191,7 @@ ParamLayout ParamLayout::build(const LlamaConfig& cfg, const LayoutOptions& opt,
     }
     b.begin_unit("head", -1, slice.has_head);
     b.add("model.norm.weight", {h}, Split::replicated, 0);
-    if (!cfg.tied_embeddings) b.add("lm_head.weight", {cfg.vocab, h}, Split::rows, std, L.vocab_rows);
+    if (!cfg.tied_embeddings) b.add("lm_head.weight", {cfg.vocab, h}, Split::vocab, std);
     b.end_unit();
     b.finish();
     return L;

@@ -18,9 +18,9 @@
 //                    see 1/tp of the tokens; pp for a tied embedding's replica on the last stage)
 // From those two, every layout knows which rank counts an element in the global gradient norm
 // (counts_in_grad_norm), and a data-parallel or ZeRO hook knows the group to reduce a unit over.
-// Tensor parallelism (Megatron): q/k/v/gate/up are column-parallel (rows split: heads/tp, kv_heads/tp,
-// ffn/tp), wo/w_down row-parallel (columns split), embedding and lm_head vocab-parallel (rows split, vocab
-// padded up to a multiple of tp; padding rows are zero), norms replicated.
+// Tensor parallelism: each part declares its tensors with their kind (Split: column-parallel q/k/v/gate/up,
+// row-parallel o/down, vocab-parallel embedding and lm_head, replicated norms); the layout's ShardingPlan
+// says which part of each kind a tp rank holds (chapter 04's MegatronSharding; padding rows are zero).
 //
 // Playbook: "Tensor parallelism", "Pipeline parallelism", "ZeRO" (flat buffers), "5D parallelism",
 // ARCHITECTURE.md §6 (init). Test: `build/bin/tests_01 -ts='ch01 np1' -tc='*layout*'`.
@@ -72,8 +72,39 @@ struct PipelineSlice {
     int head_chunk(int64_t n_layers) const;
 };
 
-// How a tensor is cut across tensor-parallel ranks.
-enum class Split : uint8_t { replicated, rows, cols };
+// What a tensor is to tensor parallelism: the kind of layer it belongs to, as the part that declares it
+// says (AttentionCore::declare, DenseSwiGLU::declare, the embedding and lm_head in ParamLayout::build).
+// Which part of it each tp rank holds is the sharding plan's rule for that kind (ShardingPlan below);
+// chapter 04 names the kinds as Megatron-LM does: ColumnParallelLinear, RowParallelLinear,
+// VocabParallelEmbedding (04_tensor_parallel/parallel_layers.hpp).
+enum class Split : uint8_t {
+    replicated,  // every tp rank holds all of it (the norms, a MoE router)
+    column,      // a column-parallel linear's W (out, in): q/k/v, gate/up
+    row,         // a row-parallel linear's W (out, in): o_proj, down_proj
+    vocab,       // a vocab-parallel table (vocab, h): the embedding, lm_head
+};
+
+// The part of a tensor one tp rank holds: its shape and where it sits in the full tensor.
+struct TensorShard {
+    Shape shape;
+    int64_t row0 = 0, col0 = 0;
+};
+
+// How tp cuts each kind of tensor: the layout asks it once per tensor, and once for the vocabulary's rows
+// (ParamLayout::vocab_rows / vocab_start). Two implementations: WholeTensors (tp 1, the default) and
+// chapter 04's MegatronSharding.
+struct ShardingPlan {
+    virtual ~ShardingPlan() = default;
+    // rank `rank` of `tp`'s part of the tensor `name` of shape `full` declared as `split`; throws naming
+    // the tensor when tp cannot cut it
+    virtual TensorShard shard(const std::string& name, Split split, const Shape& full, int tp, int rank) const = 0;
+};
+
+// Every tensor whole on every rank: the plan of a model without tensor parallelism (tp 1 only).
+struct WholeTensors : ShardingPlan {
+    TensorShard shard(const std::string& name, Split split, const Shape& full, int tp, int rank) const override;
+};
+const ShardingPlan& whole_tensors();
 
 struct ParamTensor {
     std::string name;    // Hugging Face name, e.g. "model.layers.3.self_attn.q_proj.weight"
@@ -107,6 +138,9 @@ struct LayoutOptions {
     int tp = 1, tp_rank = 0;
     bool sequence_parallel = false;
     PipelineSlice slice;
+    // how tp cuts each tensor (nullptr: whole_tensors(), tp 1 only); chapter 04's tensor_parallel_options
+    // sets MegatronSharding
+    const ShardingPlan* sharding = nullptr;
     // every tensor any rank holds, as a checkpoint names them: a core that gives each rank only some of a
     // layer's tensors (chapter 08's experts, E/ep per ep rank) declares all of them (ParamLayout::whole)
     bool whole = false;
@@ -125,7 +159,8 @@ struct ParamLayout {
     // The cores declare their layer tensors (nullptr: the Llama defaults, GQA attention and dense SwiGLU).
     static ParamLayout build(const LlamaConfig& cfg, const LayoutOptions& opt, const AttentionCore* attention = nullptr,
                              const MlpCore* mlp = nullptr);
-    static ParamLayout build(const LlamaConfig& cfg, int tp = 1, int tp_rank = 0, PipelineSlice slice = {});
+    static ParamLayout build(const LlamaConfig& cfg, int tp = 1, int tp_rank = 0, PipelineSlice slice = {},
+                             const ShardingPlan* sharding = nullptr);
     // The whole model the cores make up, whatever part of it this rank holds: tp 1, every layer, every expert.
     // A Hugging Face folder is checked against it and exported as it; each rank's own layout names the same
     // tensors (or their tp slices), so a tensor's global name and shape are the same on every rank.
@@ -151,6 +186,7 @@ class LayoutBuilder {
     const LlamaConfig& config() const { return cfg_; }
     int64_t layer() const { return layer_; }  // the layer being declared; -1 outside layers
     bool whole() const { return opt_.whole; }  // declaring the whole model (LayoutOptions::whole)
+    const ShardingPlan& plan() const;  // how tp cuts each tensor (LayoutOptions::sharding)
 
     // begins a unit; layer: the decoder layer it belongs to (-1: embedding or head); held: false for a
     // layer this stage does not build (the unit stays empty); grad_summed_on: the data axes its gradients
@@ -158,10 +194,10 @@ class LayoutBuilder {
     int begin_unit(const std::string& name, int64_t layer, bool held = true, Axes grad_summed_on = kAxisDP | kAxisCP,
                    Axes sharded_on = 0);
     void end_unit();
-    // One tensor of the current unit, cut by `split` over tp (local_rows: the rows of a vocab-padded
-    // shard). role: its name inside the layer (the HF name is "model.layers.<i>." + role), or the full
-    // name outside layers. Returns its index, or -1 when the unit is not held.
-    int add(const std::string& role, Shape full, Split split, float init_std, int64_t local_rows = -1);
+    // One tensor of the current unit, of the kind `split`: the layout's sharding plan cuts it over tp.
+    // role: its name inside the layer (the HF name is "model.layers.<i>." + role), or the full name
+    // outside layers. Returns its index, or -1 when the unit is not held.
+    int add(const std::string& role, Shape full, Split split, float init_std);
     ParamTensor& tensor(int index) { return L_.tensors.at(index); }  // to refine what add() recorded
     // assigns offsets; the layout is complete afterwards
     void finish();

@@ -71,10 +71,10 @@ void AttentionCore::declare(LayoutBuilder& b) const {
     const LlamaConfig& c = b.config();
     const int64_t h = c.hidden, hd = c.head_dim(), q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
     const float std = 0.02f, std_out = 0.02f / std::sqrt(2.0f * (float)c.n_layers);  // o_proj writes the residual
-    b.add("self_attn.q_proj.weight", {q_dim, h}, Split::rows, std);
-    b.add("self_attn.k_proj.weight", {kv_dim, h}, Split::rows, std);
-    b.add("self_attn.v_proj.weight", {kv_dim, h}, Split::rows, std);
-    b.add("self_attn.o_proj.weight", {h, q_dim}, Split::cols, std_out);
+    b.add("self_attn.q_proj.weight", {q_dim, h}, Split::column, std);
+    b.add("self_attn.k_proj.weight", {kv_dim, h}, Split::column, std);
+    b.add("self_attn.v_proj.weight", {kv_dim, h}, Split::column, std);
+    b.add("self_attn.o_proj.weight", {h, q_dim}, Split::row, std_out);
 }
 
 Tensor AttentionCore::forward(const LlamaConfig& c, const LayerParams& w, const MicroBatch& mb, const Tensor& x,
@@ -176,9 +176,9 @@ void DenseSwiGLU::declare(LayoutBuilder& b) const {
     const LlamaConfig& c = b.config();
     const float std = 0.02f, std_out = 0.02f / std::sqrt(2.0f * (float)c.n_layers);  // down_proj writes the residual
     const int64_t f = width_ > 0 ? width_ : c.ffn;
-    b.add(prefix_ + names_.gate, {f, c.hidden}, Split::rows, std);
-    b.add(prefix_ + names_.up, {f, c.hidden}, Split::rows, std);
-    b.add(prefix_ + names_.down, {c.hidden, f}, Split::cols, std_out);
+    b.add(prefix_ + names_.gate, {f, c.hidden}, Split::column, std);
+    b.add(prefix_ + names_.up, {f, c.hidden}, Split::column, std);
+    b.add(prefix_ + names_.down, {c.hidden, f}, Split::row, std_out);
 }
 
 std::unique_ptr<MlpActs> DenseSwiGLU::forward(const LlamaConfig&, const LayerParams& w, const MicroBatch&, double,

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "../../04_tensor_parallel/vocab_parallel.hpp"
+#include "../../04_tensor_parallel/tp_install.hpp"
 #include "../../common/hf_checkpoint.hpp"
 #include "../../common/train_loop.hpp"
 #include "../01_single_gpu/hf_testing.hpp"
@@ -22,18 +22,15 @@ namespace {
 
 // a tp shard (and maybe a pipeline stage) of dir's model, with chapter 04's boundary and loss
 struct TpModel {
-    TpModel(const std::string& dir, ParallelGrid& grid, PipelineSlice slice = {}) : boundary(grid.tp()) {
-        ModelOptions o;
-        o.tp = grid.shape().tp, o.tp_rank = grid.coords().tp, o.slice = slice;
+    TpModel(const std::string& dir, ParallelGrid& grid, PipelineSlice slice = {}) {
+        ModelOptions o = tensor_parallel_options(ModelOptions{}, grid.tp());
+        o.slice = slice;
         o.weights = std::make_shared<HfCheckpoint>(dir);
         model = std::make_unique<Model>(resolve_model(dir), Device::cpu, 1, o);
-        loss = std::make_unique<VocabParallelCrossEntropy>(grid.tp(), model->layout(), model->config().vocab);
-        model->set_boundary(&boundary);
-        model->set_loss(loss.get());
+        seams = install_tensor_parallel(*model, grid.tp());
     }
-    TensorParallel boundary;
     std::unique_ptr<Model> model;
-    std::unique_ptr<VocabParallelCrossEntropy> loss;
+    TensorParallelSeams seams;
 };
 
 }  // namespace

@@ -25,7 +25,7 @@ LlamaConfig config_for(int t, int64_t V) { return t == 3 ? tp3_config(V) : tp_co
 void vocab_cross_entropy_matches(Comm& tp, int64_t V) {
     const int t = tp.size(), r = tp.rank();
     const int64_t N = 7;
-    const ParamLayout layout = ParamLayout::build(config_for(t, V), t, r);
+    const ParamLayout layout = tensor_parallel_layout(config_for(t, V), t, r);
     const int64_t rows = layout.vocab_rows, start = layout.vocab_start;
     const int64_t real = std::clamp<int64_t>(V - start, 0, rows);
     Tensor logits = random_tensor({N, V}, 21, 3.0f);
@@ -61,7 +61,7 @@ void vocab_cross_entropy_shifted(Comm& tp, int64_t V, float shift, Device device
     CAPTURE(V);
     const int t = tp.size(), r = tp.rank();
     const int64_t N = 5;
-    const ParamLayout layout = ParamLayout::build(config_for(t, V), t, r);
+    const ParamLayout layout = tensor_parallel_layout(config_for(t, V), t, r);
     const int64_t rows = layout.vocab_rows, start = layout.vocab_start;
     const int64_t real = std::clamp<int64_t>(V - start, 0, rows);
     std::vector<float> full = random_tensor({N, V}, 23, 3.0f).to_host();
@@ -93,14 +93,14 @@ void vocab_cross_entropy_dominant(Comm& tp, int64_t V) {
     const int t = tp.size(), r = tp.rank();
     std::vector<int64_t> cols;  // every shard's first and last real column (global ids)
     for (int k = 0; k < t; k++) {
-        const ParamLayout lk = ParamLayout::build(config_for(t, V), t, k);
+        const ParamLayout lk = tensor_parallel_layout(config_for(t, V), t, k);
         const int64_t real_k = std::clamp<int64_t>(V - lk.vocab_start, 0, lk.vocab_rows);
         if (real_k == 0) continue;
         cols.push_back(lk.vocab_start);
         cols.push_back(lk.vocab_start + real_k - 1);
     }
     const int64_t N = 2 * (int64_t)cols.size();
-    const ParamLayout layout = ParamLayout::build(config_for(t, V), t, r);
+    const ParamLayout layout = tensor_parallel_layout(config_for(t, V), t, r);
     const int64_t rows = layout.vocab_rows, start = layout.vocab_start;
     const int64_t real = std::clamp<int64_t>(V - start, 0, rows);
     std::vector<float> full = random_tensor({N, V}, 25, 1.0f).to_host();

@@ -87,7 +87,7 @@ void check_vocab_padding_formats(const LlamaConfig& cfg, int t) {
     const std::string base = strfmt("/tmp/penta_vocab_pad_%ld_%ld%s", (long)world.all_reduce_scalar(world.rank() ? 0 : getpid()),
                                     (long)V, cfg.tied_embeddings ? "_tied" : "");
     ModelOptions o;
-    o.tp = t, o.tp_rank = tp.coords().tp;
+    o = tensor_parallel_options(o, tp.tp());
     Model whole(cfg, Device::cpu, kModelSeed), shard(cfg, Device::cpu, kModelSeed, o);
     const std::vector<float> w = whole.params().to_host();
     const std::vector<float> want = block_of(whole.layout(), w, shard.layout());

@@ -1,6 +1,6 @@
 // tp_testing.cpp — the helpers of tp_testing.hpp that chapter 04's and 05's tests share
 // (tests/04_tensor_parallel/test_tp.cpp, tests/05_sequence_parallel/test_sp.cpp): the model and data of the
-// runs, run_layout (which trains with the programs' own optimizer setup, make_tp_optimizer of tp_training.hpp),
+// runs, run_layout (which trains with the programs' own optimizer setup, make_tp_optimizer of tp_optimizer.hpp),
 // the check of a run against one rank, and the checks of each sharded piece against the unsharded computation,
 // with f/g or SP's boundary (SP's pieces come in as SpParts: tests/05_sequence_parallel/sp_testing.hpp).
 // Playbook: "Tensor parallelism", "Sequence parallelism". Run the tests that use them: `make test CH=04`,
@@ -12,7 +12,7 @@
 
 #include "../../02_data_parallel/data_parallel.hpp"
 #include "../../03_zero/zero.hpp"
-#include "../../04_tensor_parallel/tp_training.hpp"
+#include "../../04_tensor_parallel/tp_optimizer.hpp"
 #include "../../04_tensor_parallel/vocab_parallel.hpp"
 #include "../../common/formulas.hpp"
 #include "../../common/grid.hpp"
@@ -97,8 +97,7 @@ Run run_layout(const LlamaConfig& cfg, const Layout& L, int steps, const SpParts
     ParallelGrid grid(make_world_comm(CommBackend::mpi), GridShape{L.dp, 1, 1, L.tp}, &cfg);
     ModelOptions mo;
     mo.recompute = L.recompute;
-    mo.tp = L.tp, mo.tp_rank = grid.coords().tp;
-    mo.sequence_parallel = L.sp;
+    mo = tensor_parallel_options(mo, grid.tp(), L.sp);
     mo.precision = L.precision;
     if (L.zero) mo = zero_model_options(parse_zero_stage(L.zero), mo);
     Model model(cfg, Device::cpu, kModelSeed, mo);
@@ -116,7 +115,7 @@ Run run_layout(const LlamaConfig& cfg, const Layout& L, int steps, const SpParts
     model.set_boundary(&region);
     model.set_loss(&loss);
     model.add_observer(&meter);
-    // the programs' optimizer and hooks (tp_training.hpp)
+    // the programs' optimizer and hooks (tp_optimizer.hpp)
     TensorParallelOptimizer opt = make_tp_optimizer(model, grid, L.zero, kAdamW);
 
     Run run;
@@ -297,7 +296,7 @@ void check_vocab_embedding(TensorParallel& b, int64_t V, bool seq_split) {
     Comm& tp = b.group();
     const int t = tp.size(), r = tp.rank();
     const int64_t N = 4 * t, h = 5;
-    const ParamLayout layout = ParamLayout::build(tp_config(V), t, r);
+    const ParamLayout layout = tensor_parallel_layout(tp_config(V), t, r);
     const int64_t rows = layout.vocab_rows, start = layout.vocab_start;
     const int64_t real = std::clamp<int64_t>(V - start, 0, rows);
     Tensor tokens = random_tokens({N}, (int32_t)V, 5), table = random_tensor({V, h}, 6), dY = random_tensor({N, h}, 7);
@@ -328,8 +327,7 @@ void check_model_step(const LlamaConfig& cfg, TensorParallel& b, Recompute rc, b
     o.recompute = rc;
     o.attention = AttentionKernel::naive;
     Model ref(cfg, Device::cpu, 3, o);
-    o.tp = tp.size(), o.tp_rank = tp.rank();
-    o.sequence_parallel = sequence_parallel;  // SP: the model sums the norms' gradients over tp itself
+    o = tensor_parallel_options(o, tp, sequence_parallel);  // SP: the model sums the norms' gradients over tp itself
     Model model(cfg, Device::cpu, 3, o);
     VocabParallelCrossEntropy loss(tp, model.layout(), cfg.vocab);
     model.set_boundary(&b);

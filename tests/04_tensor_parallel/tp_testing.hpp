@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "../../04_tensor_parallel/tensor_parallel.hpp"
+#include "../../04_tensor_parallel/tp_install.hpp"
 #include "../../common/formulas.hpp"
 #include "../../common/data.hpp"
 #include "../../common/grid.hpp"
@@ -75,7 +75,7 @@ struct Run : penta::testing::Trained {
 };
 
 // steps of AdamW (clipping active) on RandomTokens, on a grid of dp × tp ranks (the whole world), with
-// make_tp_optimizer's optimizer and hooks (tp_training.hpp), the model built with sequence parallelism when
+// make_tp_optimizer's optimizer and hooks (tp_optimizer.hpp), the model built with sequence parallelism when
 // layout.sp. sp: chapter 05's parts, required when layout.sp; given, they also measure norm_region_bytes.
 // The measured micro-batch runs as the programs' measure_micro_batch does: before training, with the hooks
 // in place, which then finish their reductions.

@@ -81,7 +81,7 @@ TEST_SUITE("ch05 np2") {
         ParallelGrid g = tp_grid(cfg, 2);
         SequenceParallel b(g.tp());
         ModelOptions o;
-        o.tp = 2, o.tp_rank = g.coords().tp;
+        o = tensor_parallel_options(o, g.tp());
         {  // a model whose layout does not know its norms' tokens are split would get their gradients wrong
             Model plain(cfg, Device::cpu, 1, o);
             CHECK(contains(error_of([&] { plain.set_boundary(&b); }), "ModelOptions::sequence_parallel"));

@@ -28,8 +28,7 @@ CpRun run_cp_layout(const CpLayout& L, int steps) {
     auto attention = make_context_attention(grid, L.shard, L.attn, L.seq);
     ModelOptions mo;
     mo.recompute = L.recompute;
-    mo.tp = L.tp, mo.tp_rank = grid.coords().tp;
-    mo.sequence_parallel = L.sp;
+    mo = tensor_parallel_options(mo, grid.tp(), L.sp);
     mo.attention_core = attention;
     if (L.zero) mo = zero_model_options(parse_zero_stage(L.zero), mo);
     Model model(cfg, Device::cpu, kModelSeed, mo);

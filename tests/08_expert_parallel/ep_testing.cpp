@@ -3,7 +3,7 @@
 #include "ep_testing.hpp"
 
 #include "../../03_zero/zero.hpp"
-#include "../../04_tensor_parallel/tp_training.hpp"
+#include "../../04_tensor_parallel/tp_optimizer.hpp"
 #include "../../05_sequence_parallel/sequence_parallel.hpp"
 #include "../04_tensor_parallel/tp_testing.hpp"
 
@@ -76,8 +76,7 @@ EpRun run_ep_layout(const LlamaConfig& cfg, const EpLayout& L, int steps) {
     ModelOptions mo;
     mo.recompute = L.recompute;
     mo.precision = L.precision;
-    mo.tp = L.tp, mo.tp_rank = grid.coords().tp;
-    mo.sequence_parallel = L.sp;
+    mo = tensor_parallel_options(mo, grid.tp(), L.sp);
     mo.mlp_core = moe;
     if (L.zero) mo = zero_model_options(parse_zero_stage(L.zero), mo);
     Model model(cfg, Device::cpu, kModelSeed, mo);

@@ -4,7 +4,7 @@
 // routing measured.
 // Playbook: "Expert parallelism". Run: `make test CH=08`, or by hand
 //   mpirun -np 4 build/bin/tests_08 -ts='ch08 np4'
-#include "../../04_tensor_parallel/tp_training.hpp"
+#include "../../04_tensor_parallel/tp_optimizer.hpp"
 #include "../../common/formulas.hpp"
 #include "../04_tensor_parallel/tp_testing.hpp"
 #include "ep_testing.hpp"

@@ -71,7 +71,7 @@ Measured measure_flat(const LlamaConfig& cfg, const Layout& L, int64_t seq) {
         auto attention = make_context_attention(grid, CpShard::zigzag, CpAttn::ring, seq);
         ModelOptions mo;
         mo.recompute = L.recompute;
-        mo.tp = L.grid.tp, mo.tp_rank = grid.coords().tp, mo.sequence_parallel = L.sp;
+        mo = tensor_parallel_options(mo, grid.tp(), L.sp);
         mo.attention_core = attention;
         if (L.zero) mo = zero_model_options(parse_zero_stage(L.zero), mo);
         Model model(cfg, Device::cpu, kModelSeed, mo);
@@ -127,7 +127,7 @@ Measured measure_experts(const LlamaConfig& cfg, const Layout& L, int64_t seq) {
         auto moe = std::make_shared<MoeLayer>(cfg, MoeOptions{}, Device::cpu, &grid.ep(), &grid.tp());
         ModelOptions mo;
         mo.recompute = L.recompute;
-        mo.tp = L.grid.tp, mo.tp_rank = grid.coords().tp, mo.sequence_parallel = L.sp;
+        mo = tensor_parallel_options(mo, grid.tp(), L.sp);
         mo.mlp_core = moe;
         if (L.zero) mo = zero_model_options(parse_zero_stage(L.zero), mo);
         Model model(cfg, Device::cpu, kModelSeed, mo);
