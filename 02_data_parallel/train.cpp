@@ -41,13 +41,13 @@ int train(int argc, char** argv) {
     flags.add("dp-mode", &mode, "naive (one all-reduce after backward) | bucketed (buckets overlap backward)");
     flags.add("bucket-mb", &bucket_mb, "MiB per gradient bucket in bucketed mode (whole layers; 0: one per layer)");
     flags.add("no-sync", &no_sync, "under --grad-accum, communicate only in the last micro-batch's backward");
+    std::string trace;
+    flags.add("trace", &trace, "FILE: each rank writes its bucket events and their times to FILE.rank<r> (JSONL)");
     SdcOptions sdc;
     std::string sdc_flip;
     flags.group("Faults and timeouts");
     flags.add("sdc-check", &sdc.every, "every N steps compare the replicas' parameter checksums (0: off)");
     flags.add("sdc-flip-bit", &sdc_flip, "RANK:STEP: dp rank RANK flips one weight bit after step STEP (a test fault)");
-    std::string trace;
-    flags.add("trace", &trace, "write each rank's bucket events with their times to FILE.rank<r> (JSONL; tools/figures/ch02_dp_timeline.py draws them)");
     if (!flags.parse(argc, argv)) return 0;
     cfg.validate();
     DataParallelOptions dpo{parse_dp_mode(mode), bucket_mb, no_sync};

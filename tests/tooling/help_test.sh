@@ -27,7 +27,7 @@ parallel="dp tp pp cp ep sp comm comm-timeout inject-failure inject-hang"
 # program | the first heading of its --help | its flags
 programs=(
     "01_single_gpu|Training on one GPU (chapter 01)|$train dump-reference"
-    "02_data_parallel|Data parallelism (chapter 02)|$train $parallel dp-mode bucket-mb no-sync sdc-check sdc-flip-bit"
+    "02_data_parallel|Data parallelism (chapter 02)|$train $parallel dp-mode bucket-mb no-sync trace sdc-check sdc-flip-bit"
     "03_zero|ZeRO (chapter 03)|$train $parallel zero zero-defer-gather"
     "04_tensor_parallel|Tensor parallelism (chapter 04)|$train $parallel zero"
     "05_sequence_parallel|Sequence parallelism (chapter 05)|$train $parallel zero"
