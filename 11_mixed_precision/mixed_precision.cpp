@@ -4,9 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "../common/metrics.hpp"
 #include "../common/train_loop.hpp"
+#include "fp8.hpp"
+#include "loss_scaler.hpp"
 
 namespace penta {
 
@@ -23,26 +28,40 @@ SchemeRun train_scheme(const TrainConfig& cfg, const LlamaConfig& mc, const Data
     Model model(mc, device, (uint64_t)c.seed, model_options(c));  // the same weights for every policy
     run.n_params = model.n_params();
     std::unique_ptr<AdamW> opt = make_adamw(model, adamw_config(c));
-    LossScaler scaler;
+    install_fp8_gemm();  // the linear layers' e4m3 GEMM (fp8.hpp); f32, bf16 and f16 are common/'s
+    LossScaler scaler;   // fp16's loss scaling: one of the step's hooks
     Trainer t{model, *opt};
-    if (model.precision().loss_scaling) t.scaler = &scaler;
+    const bool scaled = model.precision().loss_scaling;
+    if (scaled) t.hooks.push_back(&scaler);
     int64_t held[4];
     for (int i = 0; i < 4; i++) held[i] = mem_stats(device).current[(int)tags[i]] - before[i];
     run.state = ModelStateBytes{held[0], held[1], held[2], held[3]};
     const BatchPlan plan = batch_plan(c);
     const LRSchedule lr{c.lr, c.min_lr, std::min(c.warmup, c.steps - 1), c.steps};
+    std::ofstream jsonl;  // --log-jsonl: one object per step (train.cpp allows it with one policy only)
+    if (!c.log_jsonl.empty()) {
+        jsonl.open(c.log_jsonl);
+        CHECK(jsonl.good(), "--log-jsonl %s: cannot open it for writing", c.log_jsonl.c_str());
+    }
     Timer timer;
     for (int64_t s = 0; s < c.steps; s++) {
+        Timer step_timer;
         const StepResult r = training_step(t, data, s, plan, lr.at(s + 1), c.grad_clip);
+        device_synchronize(device);
         run.losses.push_back(r.loss);
         run.skipped += r.skipped;
+        if (jsonl.is_open())
+            jsonl << nlohmann::json{{"step", s + 1},          {"precision", precision}, {"loss", r.loss},
+                                    {"grad_norm", r.grad_norm}, {"loss_scale", r.loss_scale},
+                                    {"skipped", r.skipped},    {"seconds", step_timer.seconds()}}.dump()
+                  << "\n";
         if (print && ((s + 1) % c.log_every == 0 || s == 0))
             std::printf("  %-4s step %4ld | loss %.4f | grad norm %.3f%s%s\n", precision.c_str(), (long)s + 1, r.loss,
-                        r.grad_norm, t.scaler ? strfmt(" | loss scale %g", r.loss_scale).c_str() : "",
+                        r.grad_norm, scaled ? strfmt(" | loss scale %g", r.loss_scale).c_str() : "",
                         r.skipped ? " | skipped (overflow)" : "");
     }
     run.seconds = timer.seconds();
-    run.loss_scale = t.scaler ? scaler.scale() : 1.0f;
+    run.loss_scale = scaled ? scaler.scale() : 1.0f;
     return run;
 }
 

@@ -5,8 +5,8 @@
 //
 // Playbook: "Mixed precision training" — bf16 weights with an fp32 master copy and fp32 Adam states cost
 // 2 + 2 + 4 + 8 = 16 bytes per parameter (20 with an fp32 gradient buffer), no fewer than fp32's 16: mixed
-// precision saves activation memory and compute, not model state. fp16 needs loss scaling
-// (common/loss_scaler.hpp); fp8 needs per-tile scales (common/lowp_gemm.hpp).
+// precision saves activation memory and compute, not model state. fp16 needs loss scaling (loss_scaler.hpp);
+// fp8 needs per-tile scales (fp8.hpp).
 //   build/bin/11_mixed_precision --model small --steps 300
 // Test: `make test CH=11`.
 #pragma once

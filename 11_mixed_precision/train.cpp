@@ -2,8 +2,8 @@
 // weights on the same batches: fp32; bf16 weights and GEMMs with fp32 master weights and gradients; fp16 with
 // dynamic loss scaling; fp8 GEMMs (e4m3 forward, e5m2 gradients, per-tile scales, f32 promotion every 128).
 // One rank: on the CPU every low-precision format is emulated exactly, on a GPU (--device cuda) the GEMMs run
-// through cuBLASLt, fp8 on Hopper only (common/lowp_gemm.hpp). The layouts of chapters 02-09 take the same
-// policy with --precision (e.g. mpirun -np 4 build/bin/04_tensor_parallel --tp 2 --dp 2 --precision bf16).
+// through cuBLASLt, fp8 on Hopper only (fp8.hpp). The layouts of chapters 01-09 take --precision fp32 or bf16
+// (e.g. mpirun -np 4 build/bin/04_tensor_parallel --tp 2 --dp 2 --precision bf16); fp16 and fp8 are this chapter's.
 //
 // Playbook: "Mixed precision training". What to watch:
 //   - the bytes per parameter each policy holds, measured, beside the playbook's 16 B (bf16 + fp32 master +
@@ -36,6 +36,7 @@ int train(int argc, char** argv) {
     flags.chapter("Mixed precision (chapter 11)", {"precision"});
     flags.add("schemes", &schemes, "comma-separated policies to train, the first the reference: fp32,bf16,fp16,fp8");
     if (!flags.parse(argc, argv)) return 0;
+    cfg.precisions = {"fp32", "bf16", "fp16", "fp8"};  // this chapter has fp16's loss scaler and fp8's GEMM
     cfg.validate();
     CHECK(world_size() == 1, "chapter 11 compares the policies on one rank, but the job has %d (the layouts take "
           "--precision: chapters 02-09)", world_size());
@@ -53,6 +54,8 @@ int train(int argc, char** argv) {
               "--schemes %s: '%s' must be fp32, bf16, fp16 or fp8 (the policies of --precision)", schemes.c_str(),
               p.c_str());
     CHECK(!policies.empty(), "--schemes '%s': name at least one policy (fp32,bf16,fp16,fp8)", schemes.c_str());
+    CHECK(cfg.log_jsonl.empty() || policies.size() == 1, "--log-jsonl %s writes one policy's steps, and --schemes %s "
+          "names %zu: name one (e.g. --schemes fp16)", cfg.log_jsonl.c_str(), schemes.c_str(), policies.size());
     const LlamaConfig mc = resolve_model(cfg);
     auto data = make_dataset(cfg.data, (uint64_t)cfg.seed, (int32_t)mc.vocab);
     std::printf("11_mixed_precision: model %s (%s params), data %s, %ld steps of %ld x %ld tokens, lr %g\n",

@@ -302,16 +302,6 @@ int64_t load_checkpoint(const std::string& step_dir, Model& model, AdamW& optim,
         ck.read_run(st.where, PieceKind::state, 0, st.where.numel(), host.data());
         store_params(Tensor::from_host(host, {st.where.numel()}, Device::cpu), *st.values);
     }
-    // fp16's loss scaler where both runs have one; a checkpoint without one (another precision) leaves it fresh
-    const nlohmann::json& ls = ck.metadata().value("loss_scaler", nlohmann::json());
-    if (extras.scaler && ls.is_object()) {
-        try {  // its counts against this run's growth interval: the scaler's own rule, named with the file here
-            extras.scaler->restore(ls.at("scale").get<float>(), ls.at("clean_steps").get<int64_t>(),
-                                   ls.at("skipped").get<int64_t>());
-        } catch (const Error& e) {
-            FAIL("--resume %s: metadata.json's \"loss_scaler\" cannot be restored: %s", step_dir.c_str(), e.what());
-        }
-    }
     return ck.step();
 }
 

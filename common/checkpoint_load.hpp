@@ -65,7 +65,7 @@ class CheckpointReader {
 
 // Fills model (its flat buffer, when it has one) and optim (its weights when they are not the model's
 // buffer: ZeRO-3; the fp32 master; m, v; the step count) from dir, after check_compatible, and extras (the
-// hooks' state tensors; the loss scaler when the checkpoint has one). Returns the step the checkpoint was
+// hooks' state tensors). Returns the step the checkpoint was
 // taken after. Every rank calls it; it communicates nothing.
 // Another precision policy than the saving run's is a precision change, allowed: the weights are converted to
 // this run's dtype (from the fp32 master when the checkpoint has one and this run keeps none; a master from

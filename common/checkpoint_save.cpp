@@ -21,8 +21,7 @@ namespace penta {
 
 namespace fs = std::filesystem;
 
-nlohmann::json run_metadata(const CheckpointContext& c, int64_t step, int optimizer_steps, int world_size,
-                            const LossScaler* scaler) {
+nlohmann::json run_metadata(const CheckpointContext& c, int64_t step, int optimizer_steps, int world_size) {
     const LlamaConfig& m = c.model;
     nlohmann::json j;
     j["format"] = kCheckpointFormat;
@@ -45,11 +44,9 @@ nlohmann::json run_metadata(const CheckpointContext& c, int64_t step, int optimi
                         {"total", c.lr.total}, {"next_lr", c.lr.at(step + 1)}};
     j["optimizer"] = {{"name", "adamw"},         {"step_count", optimizer_steps}, {"beta1", c.adamw.beta1},
                       {"beta2", c.adamw.beta2}, {"eps", c.adamw.eps},            {"weight_decay", c.adamw.weight_decay}};
-    // fp16's dynamic loss scale is state too: a resume that restarted it at 2^16 would redo the back-offs
+    // fp16's loss scale would be state too, but no program that saves trains in fp16 (chapter 11's comparison
+    // keeps no model): the field stays, null, so the format is the one older checkpoints have
     j["loss_scaler"] = nullptr;
-    if (scaler)
-        j["loss_scaler"] = {{"scale", scaler->scale()}, {"clean_steps", scaler->clean_steps()},
-                            {"skipped", scaler->skipped()}};
     return j;
 }
 
@@ -331,7 +328,7 @@ void Checkpointer::save(int64_t step) {
     Timer timer;
     const std::string tmp = prepare_step_dir(opt_.dir, step, world_);
     CheckpointSnapshot snap = snapshot_state(model_, optim_, coords_, world_rank(), step, extras_.state);
-    const nlohmann::json meta = run_metadata(ctx_, step, optim_.step_count, world_ ? world_->size() : 1, extras_.scaler);
+    const nlohmann::json meta = run_metadata(ctx_, step, optim_.step_count, world_ ? world_->size() : 1);
     const CheckpointFaults faults = CheckpointFaults::from_env(step);
     if (opt_.async) {
         if (!writer_) writer_ = std::make_unique<AsyncShardWriter>();

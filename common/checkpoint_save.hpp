@@ -6,8 +6,7 @@
 //   1. snapshot   the rank's pieces copied to host memory: the weights (the flat buffer's tensors, or a
 //                 ZeRO-3 shard's ranges), the fp32 master, AdamW's m and v, a hook's state tensors
 //                 (checkpoint_state.hpp), of the elements this rank is the one owner of
-//                 (counts_in_grad_norm: coordinate 0 of every replicating axis); the loss scaler's state
-//                 goes into the metadata;
+//                 (counts_in_grad_norm: coordinate 0 of every replicating axis);
 //   2. write      step_X.tmp/rank_K.bin (each piece's CRC-32 computed as written), fsync, rename; its
 //                 index rank_K.json likewise. Synchronous, or on checkpoint_async.hpp's thread;
 //   3. commit     every rank says whether its write succeeded (one reduction over the world); on success
@@ -30,7 +29,6 @@
 #include "checkpoint_state.hpp"
 #include "comm.hpp"
 #include "grid.hpp"
-#include "loss_scaler.hpp"
 #include "model.hpp"
 #include "optim.hpp"
 
@@ -49,16 +47,13 @@ struct CheckpointContext {
     LRSchedule lr;
     AdamWConfig adamw;
 };
-// What a save writes and a resume restores beside the model and the optimizer: fp16's loss scaler (scale,
-// clean steps, skipped steps: in metadata.json) and the state tensors of the layout's hooks.
+// What a save writes and a resume restores beside the model and the optimizer: the state tensors of the
+// layout's hooks.
 struct CheckpointExtras {
-    LossScaler* scaler = nullptr;    // nullptr: no loss scaling
     std::vector<StateTensor> state;  // checkpoint_state.hpp
 };
-// metadata.json's run part: format, model, precision, layout, data position, rng, lr schedule, optimizer,
-// the loss scaler's state (null without one)
-nlohmann::json run_metadata(const CheckpointContext& c, int64_t step, int optimizer_steps, int world_size,
-                            const LossScaler* scaler = nullptr);
+// metadata.json's run part: format, model, precision, layout, data position, rng, lr schedule, optimizer
+nlohmann::json run_metadata(const CheckpointContext& c, int64_t step, int optimizer_steps, int world_size);
 
 // Phase 1: one rank's pieces and their bytes (file order), on the host.
 struct CheckpointSnapshot {

@@ -156,8 +156,8 @@ void TrainConfig::register_flags(Flags& f) {
     f.add("grad-accum", &grad_accum, "micro-batches accumulated per optimizer step");
     f.add("recompute", &recompute, "activation recomputation: none | selective | full | offload (to host memory)");
     f.add("attention", &attention, "attention kernel: naive (saves T x T probabilities) | flash (online softmax)");
-    f.add("precision", &precision, "fp32|bf16|fp16|fp8: weights, GEMM inputs and loss scaling (chapter 11; low "
-          "precision GEMMs are emulated on the CPU, cuBLASLt on a GPU, fp8 on Hopper only)");
+    f.add("precision", &precision, "fp32|bf16: the weights' and GEMM inputs' format (chapter 11, which adds fp16 "
+          "and fp8; bf16 GEMMs are emulated on the CPU, cuBLASLt on a GPU)");
     f.add("steps", &steps, "optimizer steps");
     f.add("warmup", &warmup, "linear LR warmup steps (at most --steps - 1)");
     f.add("lr", &lr, "peak learning rate");
@@ -322,6 +322,9 @@ void TrainConfig::validate() const {
           "--recompute %s must be none, selective, full or offload", recompute.c_str());
     CHECK(attention == "naive" || attention == "flash", "--attention %s must be naive or flash", attention.c_str());
     Precision::named(precision);  // names the flag when it is none of the four
+    CHECK(std::find(precisions.begin(), precisions.end(), precision) != precisions.end(),
+          "--precision %s: fp16's loss scaler and fp8's GEMM are chapter 11's; this program trains in fp32 or bf16 "
+          "(build/bin/11_mixed_precision trains all four: --schemes fp32,bf16,fp16,fp8)", precision.c_str());
     CHECK(seq >= 2, "--seq %ld must be >= 2", (long)seq);
     CHECK(micro_batch >= 1, "--micro-batch %ld must be >= 1", (long)micro_batch);
     CHECK(grad_accum >= 1, "--grad-accum %ld must be >= 1", (long)grad_accum);

@@ -74,6 +74,9 @@ struct TrainConfig {
     std::string attention = "flash"; // naive | flash
     bool tf32 = false;             // f32 matmuls on TF32 tensor cores (GPU; the precision policy's tf32)
     std::string precision = "fp32";  // fp32|bf16|fp16|fp8: the precision policy (Precision::named, chapter 11)
+    // the policies this program trains under: fp16 needs chapter 11's loss scaler, fp8 its GEMM, so only
+    // chapter 11 adds them
+    std::vector<std::string> precisions{"fp32", "bf16"};
     int64_t seq = 32;              // tokens per sequence (T)
     int64_t micro_batch = 16;      // sequences per micro-batch per rank (b)
     int64_t grad_accum = 1;        // micro-batches per optimizer step

@@ -13,7 +13,7 @@
 #include <optional>
 
 #include "ops.hpp"
-#include "lowp_gemm.hpp"
+#include "linear_gemm.hpp"
 
 namespace penta {
 

@@ -1,7 +1,7 @@
 // ops.cpp — the front door of every op: check operands (shapes, dtypes, one device), then dispatch to the
 // CPU reference (penta::cpu) or the CUDA backend (penta::cuda). See ops.hpp for what each op computes.
 #include "ops.hpp"
-#include "lowp_gemm.hpp"
+#include "linear_gemm.hpp"
 
 #include <atomic>
 #include <cstring>
@@ -89,7 +89,7 @@ Tf32Scope::~Tf32Scope() { g_tf32 = previous_; }
 bool Tf32Scope::allowed() { return g_tf32; }
 
 // the linear layers' GEMMs go through linear_gemm: plain matmul, or the precision policy's low-precision GEMM
-// (lowp_gemm.hpp), told which operand is the gradient (fp8 reads it in e5m2)
+// (linear_gemm.hpp), told which operand is the gradient (fp8 reads it in e5m2)
 void linear_forward(const Tensor& x, const Tensor& W, Tensor& y) {
     linear_gemm(x, W, y, false, true, 0.0f, Operand::activation, Operand::weight);
 }

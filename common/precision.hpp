@@ -13,10 +13,12 @@
 //                 input rounded to it, products summed in f32); e4m3 = fp8 (forward inputs e4m3, the gradient
 //                 operand of the backward GEMMs e5m2, each scaled per tile along K: 1x128 for activations and
 //                 gradients, 128x128 for weights, partial sums promoted to f32 every 128 elements of K;
-//                 lowp_gemm.hpp). The CPU emulates every format exactly, a GPU runs them through cuBLASLt (fp8 on
-//                 Hopper); activations, gradients and the other ops stay f32 on both.
-//   loss_scaling  fp16's dynamic loss scale (loss_scaler.hpp): the loss gradient is multiplied by S so small
-//                 gradients survive f16's range, the step is skipped and S halved when one overflows
+//                 linear_gemm.hpp; fp8 is chapter 11's, 11_mixed_precision/fp8.hpp). The CPU emulates every format
+//                 exactly, a GPU runs them through cuBLASLt (fp8 on Hopper); activations, gradients and the other
+//                 ops stay f32 on both.
+//   loss_scaling  fp16's dynamic loss scale (chapter 11's 11_mixed_precision/loss_scaler.hpp): the loss gradient
+//                 is multiplied by S so small gradients survive f16's range, the step is skipped and S halved
+//                 when one overflows
 //   tf32          f32 matmuls may run on TF32 tensor cores (inputs rounded to 10 mantissa bits, sums in
 //                 f32: ~8x the plain fp32 rate on an A100/H100, errors near 1e-3 instead of 1e-6). GPU
 //                 only (the CPU computes in f32 whatever it says); off by default, --tf32 turns it on.
@@ -25,7 +27,8 @@
 // Playbook: "Mixed precision training" (bf16 weights with fp32 master weights and optimizer states: the
 // 2Ψ + 2Ψ + 12Ψ of the memory tables; fp16 loss scaling; FP8 with fine-grained scales). Chapter 11's
 // --precision fp32|bf16|fp16|fp8 names the four policies (Precision::named); only the GEMMs' inputs go low
-// (emulated on the CPU, cuBLASLt on a GPU), so act, grad and comm stay f32 (validate says so).
+// (emulated on the CPU, cuBLASLt on a GPU), so act, grad and comm stay f32 (validate says so). Chapters 01-09
+// train in fp32 or bf16: fp16 needs chapter 11's loss scaler, fp8 its GEMM (TrainConfig::precisions).
 // Test: `make test CH=01` (bf16 weights), `make test CH=11` (the four policies).
 #pragma once
 #include <string>

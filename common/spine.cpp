@@ -11,7 +11,7 @@
 #include <numeric>
 
 #include "ops.hpp"
-#include "lowp_gemm.hpp"
+#include "linear_gemm.hpp"
 
 namespace penta {
 

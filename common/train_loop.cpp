@@ -227,11 +227,10 @@ CheckpointContext checkpoint_context(const TrainLoop& L, const LRSchedule& sched
     return c;
 }
 
-// what a checkpoint carries beside the model and the optimizer: the loss scaler in use, and the state of every
-// hook that keeps some outside the flat buffer (checkpoint_state.hpp: chapter 08's balance bias)
+// what a checkpoint carries beside the model and the optimizer: the state of every hook that keeps some outside
+// the flat buffer (checkpoint_state.hpp: chapter 08's balance bias)
 CheckpointExtras checkpoint_extras(const TrainLoop& L) {
     CheckpointExtras x;
-    x.scaler = L.trainer.scaler;
     for (StepHooks* h : L.trainer.hooks)
         if (auto* s = dynamic_cast<CheckpointedState*>(h))
             for (StateTensor& t : s->checkpoint_state(L.trainer.model.layout())) x.state.push_back(t);
@@ -254,9 +253,6 @@ int64_t resume_from_checkpoint(TrainLoop& L, const CheckpointContext& ctx, const
         const nlohmann::json& lay = j["layout"];
         const std::string policy = j["precision"]["policy"].get<std::string>();
         std::string notes;
-        if (extras.scaler && j.value("loss_scaler", nlohmann::json()).is_object())
-            notes += strfmt("; loss scale %g (steps skipped so far: %ld)", extras.scaler->scale(),
-                            (long)extras.scaler->skipped());
         if (!extras.state.empty()) notes += strfmt("; %zu state tensors of the hooks", extras.state.size());
         if (meta.version() == 1)  // written before metadata.json had its checksum (docs/CHECKPOINTS.md)
             notes += "; note: a version-1 checkpoint, whose metadata.json has no checksum (its fields are checked)";
@@ -290,17 +286,9 @@ StepResult train_steps(TrainLoop& L, const Dataset& val) {
         StepHooks* h;
         ~Unhook() { hooks.erase(std::remove(hooks.begin(), hooks.end(), h), hooks.end()); }
     } unhook{hooks, &inject_nan};
-    // fp16's loss scaling (loss_scaler.hpp) when the precision policy asks for it and the chapter gave none
-    LossScaler scaler;
-    struct Unscale {
-        Trainer& t;
-        bool installed;
-        ~Unscale() { if (installed) t.scaler = nullptr; }
-    } unscale{L.trainer, L.trainer.model.precision().loss_scaling && !L.trainer.scaler};
-    if (unscale.installed) L.trainer.scaler = &scaler;
     StragglerWatch stragglers(L.world);
     // --resume and --save (checkpoint_load.hpp, checkpoint_save.hpp): the state saved is the model's, the
-    // optimizer's, the loss scaler's and the hooks'; the data position and the LR follow from the step
+    // optimizer's and the hooks'; the data position and the LR follow from the step
     const CheckpointContext ckpt_ctx = checkpoint_context(L, schedule);
     const GridShape shape{(int)cfg.dp, (int)cfg.pp, (int)cfg.cp, (int)cfg.tp, (int)cfg.ep};
     const GridCoords coords = shape.ranks() == world_size() ? grid_coords(shape, world_rank()) : GridCoords{};
@@ -349,7 +337,7 @@ StepResult train_steps(TrainLoop& L, const Dataset& val) {
             rec.extra.push_back({"val loss", e.loss});
         }
         if (r.aux_loss != 0) rec.extra.push_back({"aux loss", r.aux_loss});  // a MoE core's load balancing
-        if (L.trainer.scaler) rec.extra.push_back({"loss scale", r.loss_scale});
+        if (L.trainer.model.precision().loss_scaling) rec.extra.push_back({"loss scale", r.loss_scale});
         if (r.skipped) rec.extra.push_back({"skipped (overflow)", 1});
         if (L.on_step) L.on_step(rec, r);
         log.log(rec, (s + 1) % cfg.log_every == 0 || s == first || last || eval_now);

@@ -31,6 +31,16 @@ struct HookList : StepHooks {
     void after_update() override {
         for (StepHooks* h : hooks) h->after_update();
     }
+    std::optional<float> loss_scale() const override {
+        for (StepHooks* h : hooks)
+            if (std::optional<float> s = h->loss_scale()) return s;
+        return std::nullopt;
+    }
+    bool take_update(bool grads_finite) override {
+        bool take = true;
+        for (StepHooks* h : hooks) take = h->take_update(grads_finite) && take;  // every hook hears it
+        return take;
+    }
     const std::vector<StepHooks*>& hooks;
 };
 
@@ -151,13 +161,14 @@ StepResult training_step(Trainer& t, const Dataset& data, int64_t step, const Ba
           "step %ld: no sample of the global batch has a target token (data %s, --seq %ld): a longer --seq is "
           "needed", (long)step, data.describe().c_str(), (long)plan.seq);
 
-    CHECK(!t.model.precision().loss_scaling || t.scaler,
-          "precision %s: loss scaling needs a LossScaler in the Trainer", t.model.precision().str().c_str());
-    // Loss scaling: the model divides the loss by global_tokens / S, so d loss / d logits, and every gradient
-    // after it, is S times the true one (S a power of two: exact until something overflows). A MoE core's
-    // balance loss weighs each sequence by its tokens / global_tokens too, so it and its gradient are S times
-    // theirs as well (tests_11 'loss scaling with a MoE balance loss')
-    if (t.scaler) r.loss_scale = t.scaler->scale();
+    // Loss scaling (chapter 11's LossScaler, one of the hooks): the model divides the loss by global_tokens / S,
+    // so d loss / d logits, and every gradient after it, is S times the true one (S a power of two: exact until
+    // something overflows). A MoE core's balance loss weighs each sequence by its tokens / global_tokens too, so
+    // it and its gradient are S times theirs as well (tests_11 'loss scaling with a MoE balance loss')
+    const std::optional<float> scale = hooks.loss_scale();
+    CHECK(!t.model.precision().loss_scaling || scale, "precision %s: loss scaling needs chapter 11's LossScaler "
+          "among the Trainer's hooks (11_mixed_precision/loss_scaler.hpp)", t.model.precision().str().c_str());
+    if (scale) r.loss_scale = *scale;
     t.model.zero_grads();
     hooks.begin_step();
     const ScheduleResult s = schedule.run(t.model, mbs, r.global_tokens / r.loss_scale, hooks);
@@ -172,7 +183,7 @@ StepResult training_step(Trainer& t, const Dataset& data, int64_t step, const Ba
     r.grad_norm = t.optimizer.grad_norm() / r.loss_scale;
     // an overflowed gradient under loss scaling is the scaler's business: skip, back off (every rank alike,
     // the norm is reduced over all of them); a non-finite loss is the model's and stops the run
-    if (t.scaler && std::isfinite(r.loss) && !t.scaler->update(std::isfinite(r.grad_norm))) {
+    if (scale && std::isfinite(r.loss) && !hooks.take_update(std::isfinite(r.grad_norm))) {
         r.skipped = true;
         hooks.after_update();  // the weights did not change: ZeRO's gathers bring back what every rank holds
         return r;

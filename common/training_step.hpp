@@ -14,13 +14,13 @@
 //   build/bin/01_single_gpu --micro-batch 2 --grad-accum 4   (the same training as --micro-batch 8)
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm.hpp"
 #include "data.hpp"
 #include "grid.hpp"
-#include "loss_scaler.hpp"
 #include "model.hpp"
 #include "optim.hpp"
 #include "schedule.hpp"
@@ -56,7 +56,7 @@ struct StepResult {
     double global_tokens = 0;    // target tokens in the global batch (the loss's denominator)
     int64_t saved_activation_bytes = 0;  // what the first micro-batch's forward kept (Tag::activations + Tag::offloaded)
     float loss_scale = 1;        // the scale this step's backward ran with (1: no loss scaling)
-    bool skipped = false;        // a scaled gradient overflowed: no update this step (loss_scaler.hpp)
+    bool skipped = false;        // a scaled gradient overflowed: no update this step (chapter 11's loss scaler)
 };
 
 // What a parallel layout adds to a step, in phases. A layout installs a LIST of hooks; every hook's method
@@ -81,6 +81,11 @@ struct StepHooks {
     // before the loop reads the full weights outside a step (evaluation, a checkpoint save, --export-hf,
     // --generate): a hook that leaves weights in flight after its step lands them (ZeRO-1's deferred gather)
     virtual void settle_weights() {}
+    // fp16's loss scaling (chapter 11's LossScaler; no other hook scales): the factor S this step's loss
+    // gradient is multiplied by (nullopt: this hook scales nothing), and, after backward, told whether every
+    // gradient is finite, whether the step may update the weights (false: an overflow, the step is skipped)
+    virtual std::optional<float> loss_scale() const { return std::nullopt; }
+    virtual bool take_update(bool grads_finite) { return true; }
 };
 
 // Everything one optimizer step runs on this rank.
@@ -91,7 +96,6 @@ struct Trainer {
     Schedule* schedule = nullptr;     // nullptr: Sequential
     Comm* stages = nullptr;           // the pipeline group, which sums the loss (the head's stage's) and the
                                       // aux losses (every stage's layers'); nullptr: one stage
-    LossScaler* scaler = nullptr;     // fp16's loss scaling (the policy's loss_scaling needs one); nullptr: none
 };
 
 // Zeroes the gradients, runs the micro-batches of `step` (0-based) and one optimizer step with lr.

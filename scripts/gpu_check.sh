@@ -99,8 +99,8 @@ ch07_pp2_1f1b_COMM2 2 1e-3 07_pipeline_parallel --pp 2 --pp-schedule 1f1b --comm
 ch08_moe_nccl_1rank 1 1e-3 08_expert_parallel --ep 1 --comm nccl
 ch08_ep2_COMM2 2 1e-3 08_expert_parallel --ep 2 --comm COMM2
 ch01_bf16 1 2e-2 01_single_gpu --model small --precision bf16
-ch01_fp16 1 2e-2 01_single_gpu --model small --precision fp16
-ch01_fp8 1 2e-2 01_single_gpu --model small --precision fp8
+ch11_fp16 1 2e-2 11_mixed_precision --model small --schemes fp16
+ch11_fp8 1 2e-2 11_mixed_precision --model small --schemes fp8
 EOF
 }
 # the sanitizer runs: tool, name, binary, suite (each over the binary's "[gpu]" cases of that suite)
@@ -140,7 +140,7 @@ if [ "${1:-}" = --dry-run ]; then
         gpu_bench "what is left" "information only, when >= $bench_min s are left"
     echo "sanitizer runs:"
     sanitizer_plan | while read -r tool name t ch np; do echo "  $name: $tool over $t -ts='$ch $np' -tc='$filter'"; done
-    echo "chapter runs (COMM2: nccl with 2 GPUs, else mpi; ch01_fp8 on sm_90 only):"
+    echo "chapter runs (COMM2: nccl with 2 GPUs, else mpi; ch11_fp8 on sm_90 only):"
     chapter_plan | while read -r name np tol prog args; do echo "  $name: $np rank(s), tolerance $tol: $prog $args"; done
     if ls "$bin"/tests_* >/dev/null 2>&1; then
         counts=$(gpu_case_counts)
@@ -339,7 +339,7 @@ chapter() {  # chapter NAME NP TOL PROGRAM ARGS...
     if [ "$lim" = 0 ]; then verdict NOT-RUN "$name" "the deadline"; return; fi
     [ "$mpi" = 1 ] && launch=($MPIRUN -np "$np")
     local common=(--steps 12 --log-every 4 --eval-every 0 "$@")
-    [ "$prog" = 01_single_gpu ] || common+=(--comm-timeout "$comm_timeout")  # the parallel chapters' flag
+    case $prog in 01_single_gpu | 11_mixed_precision) ;; *) common+=(--comm-timeout "$comm_timeout") ;; esac  # the parallel chapters' flag
     local cpu_args=("${common[@]}") i
     for i in "${!cpu_args[@]}"; do [ "${cpu_args[$i]}" = nccl ] && cpu_args[$i]=mpi; done  # the CPU's backend
     for i in "${!cpu_args[@]}"; do [ "${cpu_args[$i]}" = --tf32 ] && unset "cpu_args[$i]"; done
@@ -379,8 +379,8 @@ PY
 comm2=$([ "$ngpu" -ge 2 ] && echo nccl || echo mpi)  # two ranks on one GPU: NCCL refuses, MPI stages
 while read -r name np tol prog args; do
     name=${name//COMM2/$comm2} args=${args//COMM2/$comm2}
-    if [ "$name" = ch01_fp8 ] && [ "$cap" != 90 ]; then
-        say "ch01_fp8: not a check here: cuBLASLt's block-scaled fp8 needs Hopper (sm_90), this GPU is sm_$cap (its [gpu] test checks the refusal)"
+    if [ "$name" = ch11_fp8 ] && [ "$cap" != 90 ]; then
+        say "ch11_fp8: not a check here: cuBLASLt's block-scaled fp8 needs Hopper (sm_90), this GPU is sm_$cap (its [gpu] test checks the refusal)"
         continue
     fi
     # shellcheck disable=SC2086  # the arguments are words

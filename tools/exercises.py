@@ -24,7 +24,7 @@ marker lines so the student sees where to write. It drops the chapters' mutation
 
 `grade` first puts the instructor's tests/ back into DIR (a student's edited test cannot grade itself),
 builds only the test binaries the chapter's exercises name in DIR (tests_NN and maybe tests_00: never a
-later chapter's folder). The library common/ holds some later chapters' exercises (08.1, 11.1, 11.2),
+later chapter's folder). The library common/ holds a later chapter's exercise (08.1),
 and every test binary links it: for that build the regions of every chapter after NN are the instructor's
 (a file holding only such regions is swapped whole, a file that also holds chapter NN's or an earlier
 one's gets those regions swapped), and the student's files are put back right after it, even when
@@ -45,7 +45,7 @@ Catalogue tests/exercises/NN_name.txt, one stanza per exercise:
     files: 02_data_parallel/ring_all_reduce.cpp             (the files a student edits: its regions' files)
     hint: one line for the student (repeatable)
 `check` holds `files:` to the files the exercise's markers are in. An exercise of a chapter in OWN_CHAPTER
-(02, 04, 06, 07) must be solved in its own chapter's folder (issue 31: an instructor hands out one
+(02, 04, 06, 07, 11) must be solved in its own chapter's folder (issue 31: an instructor hands out one
 folder); the others are told where they are when outside (chapter 01's concept is common/ itself).
 The ids of the markers and of the catalogue must be the same set; NN is the chapter's number. An exercise's
 tests run its own code only, never another exercise's of its chapter: blanking one exercise must leave the
@@ -71,9 +71,7 @@ SOURCE_EXT = (".cpp", ".hpp", ".cu", ".cuh", ".inc", ".h")
 
 
 # chapters whose exercises are solved by editing the chapter's own folder only (issue 31's instructor check)
-# (11 belongs here too; its loss scaler and tile quantisation still live in common/: issue 31's note says how
-# they move)
-OWN_CHAPTER = ("02", "04", "06", "07")
+OWN_CHAPTER = ("02", "04", "06", "07", "11")
 
 
 def die(msg, code=2):

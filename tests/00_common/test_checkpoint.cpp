@@ -1,5 +1,5 @@
 // test_checkpoint.cpp — checkpoints on one rank: the CRC, a save/resume that continues bit-exactly (f32, and
-// bf16 or f16 weights with an fp32 master: 12 and 14 bytes a parameter; fp16's loss scaler restored), the
+// bf16 weights with an fp32 master: 12 and 14 bytes a parameter), the
 // async writer's bytes equal the sync ones, --keep after a resume from an earlier step, a step saved again,
 // and every error the loader must name (missing, truncated, corrupted shard, another model, another data
 // stream, a full disk that leaves the previous checkpoint intact, a save that never finished).
@@ -35,11 +35,10 @@ struct Run {
     std::unique_ptr<AdamW> optim;
 };
 
-// precision: "fp32", "bf16" (bf16 weights, fp32 master and GEMMs) or a --precision name ("fp16")
+// precision: "fp32" or "bf16" (bf16 weights, fp32 master and GEMMs)
 Run make_run(const LlamaConfig& c, const std::string& precision = "fp32") {
     ModelOptions o;
     if (precision == "bf16") o.precision = Precision::bf16_params();
-    else o.precision = Precision::named(precision);
     Run r;
     r.model = std::make_unique<Model>(c, Device::cpu, 7, o);
     r.optim = make_adamw(*r.model, AdamWConfig{2e-3f, 0.9f, 0.95f, 1e-8f, 0.1f});
@@ -67,15 +66,14 @@ struct Trace {
 };
 
 // steps [first, last) of the 10-step schedule; saves after every `save_at` steps into dir (0: never), keeping
-// `keep` checkpoints; scaler: fp16's loss scaler (saved with the checkpoint)
+// `keep` checkpoints
 Trace train(Run& r, const Dataset& data, int64_t first, int64_t last, const std::string& dir, int64_t save_at,
-            bool async = false, LossScaler* scaler = nullptr, int64_t keep = 0) {
+            bool async = false, int64_t keep = 0) {
     const LRSchedule lr{2e-3f, 1e-3f, 2, 10};
     Trace t;
     Checkpointer ck(CheckpointOptions{dir, save_at, 24, keep, async}, *r.model, *r.optim, context(r, lr),
-                    GridCoords{}, nullptr, CheckpointExtras{scaler, {}});
+                    GridCoords{}, nullptr, CheckpointExtras{});
     Trainer trainer{*r.model, *r.optim};
-    trainer.scaler = scaler;
     for (int64_t s = first; s < last; s++) {
         StepResult res = training_step(trainer, data, s, plan(), lr.at(s + 1), 1.0f);
         t.loss.push_back(res.loss);
@@ -125,31 +123,22 @@ TEST_CASE("checkpoint: CRC-32 is zlib's (the check value of \"123456789\" is CBF
     CHECK(crc32_update(0, "", 0) == 0u);
 }
 
-TEST_CASE("checkpoint: save at step 5, resume, steps 6-10 equal the uninterrupted run bitwise (f32, bf16 and fp16 "
-          "with a master, fp16's loss scaler)") {
-    for (const std::string precision : {"fp32", "bf16", "fp16"}) {
+TEST_CASE("checkpoint: save at step 5, resume, steps 6-10 equal the uninterrupted run bitwise (f32, and bf16 "
+          "with a master)") {
+    for (const std::string precision : {"fp32", "bf16"}) {
         CAPTURE(precision);
         const bool low = precision != "fp32";
         const LlamaConfig c = tiny256();
         auto data = make_dataset("addition", 7, (int32_t)c.vocab);
         const std::string dir = scratch(("bitexact_" + precision).c_str());
-        // fp16: a scaler that grows every 2 clean steps, so its scale and count at step 5 are not the fresh ones
-        const LossScalerConfig sc{65536.0f, 0.5f, 2.0f, 2};
-        LossScaler sa(sc), sb(sc);
-        const bool fp16 = precision == "fp16";
         Run a = make_run(c, precision);
-        const Trace full = train(a, *data, 0, 10, dir, 5, false, fp16 ? &sa : nullptr);
+        const Trace full = train(a, *data, 0, 10, dir, 5, false);
         REQUIRE(fs::exists(fs::path(dir) / "step_000005" / "metadata.json"));
         Run b = make_run(c, precision);
         CHECK(load_checkpoint((fs::path(dir) / "step_000005").string(), *b.model, *b.optim,
-                              context(b, LRSchedule{2e-3f, 1e-3f, 2, 10}), CheckpointExtras{fp16 ? &sb : nullptr, {}}) == 5);
+                              context(b, LRSchedule{2e-3f, 1e-3f, 2, 10})) == 5);
         CHECK(b.optim->step_count == 5);
-        if (fp16) {  // the scale step 6 runs with: grown twice (after steps 2 and 4), one clean step since
-            CHECK(sb.scale() == full.scale[5]);
-            CHECK(sb.scale() == 4 * sc.initial);
-            CHECK(sb.clean_steps() == 1);
-        }
-        const Trace resumed = train(b, *data, 5, 10, "", 0, false, fp16 ? &sb : nullptr);
+        const Trace resumed = train(b, *data, 5, 10, "", 0, false);
         for (int i = 0; i < 5; i++) {
             CAPTURE(i + 6);
             CHECK(resumed.loss[i] == full.loss[i + 5]);  // bitwise: == on doubles
@@ -164,7 +153,7 @@ TEST_CASE("checkpoint: save at step 5, resume, steps 6-10 equal the uninterrupte
         CheckpointReader ck((fs::path(dir) / "step_000005").string());
         const double per_param = ck.metadata()["bytes_per_param"].get<double>();
         CHECK(per_param == doctest::Approx(low ? 14.0 : 12.0).epsilon(1e-12));
-        CHECK(ck.metadata()["shards"][0]["pieces"][0]["dtype"] == (fp16 ? "f16" : low ? "bf16" : "f32"));
+        CHECK(ck.metadata()["shards"][0]["pieces"][0]["dtype"] == (low ? "bf16" : "f32"));
         CHECK(ck.metadata()["data"]["samples_seen"].get<int64_t>() == 40);
         std::ifstream latest((fs::path(dir) / "latest").string());
         std::string name;
@@ -234,14 +223,14 @@ TEST_CASE("checkpoint: --keep after a resume from an earlier step keeps the step
     Run b = make_run(c);
     load_checkpoint((fs::path(dir) / "step_000003").string(), *b.model, *b.optim,
                     context(b, LRSchedule{2e-3f, 1e-3f, 2, 10}));
-    train(b, *data, 3, 5, dir, 5, false, nullptr, 1);
+    train(b, *data, 3, 5, dir, 5, false, 1);
     CHECK(latest_of(dir) == "step_000005");
     CHECK(fs::exists(fs::path(dir) / "step_000005" / "metadata.json"));
     CHECK(!fs::exists(fs::path(dir) / "step_000006"));  // the abandoned future
     CHECK(!fs::exists(fs::path(dir) / "step_000003"));  // beyond --keep 1
     CHECK(load_error((fs::path(dir) / latest_of(dir)).string(), c) == "");
     // keep 2 counts back from the committed step: after step 10, steps 5 and 10 stay
-    train(b, *data, 5, 10, dir, 5, false, nullptr, 2);
+    train(b, *data, 5, 10, dir, 5, false, 2);
     CHECK(fs::exists(fs::path(dir) / "step_000005"));
     CHECK(fs::exists(fs::path(dir) / "step_000010"));
 

@@ -124,6 +124,8 @@ expect_table 10 "$BIN/01_single_gpu" <<'EOF'
 --device tpu                              | --device tpu must be auto, cpu or cuda
 --recompute most                          | --recompute most must be none, selective, full or offload
 --attention fast                          | --attention fast must be naive or flash
+--precision fp16                          | --precision fp16: fp16's loss scaler and fp8's GEMM are chapter 11's && build/bin/11_mixed_precision
+--precision fp8                           | --precision fp8: fp16's loss scaler and fp8's GEMM are chapter 11's
 --bogus 1                                 | unknown flag --bogus
 --dp 2                                    | unknown flag --dp
 stray                                     | unexpected argument 'stray'

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # checkpoint_test.sh — checkpoints of chapter 01's program on one CPU rank, end to end (the in-process cases are
 # tests/00_common/test_checkpoint.cpp):
-#   1. fp16 (--precision fp16: f16 weights, fp32 master, dynamic loss scaling), with a NaN injected at step 3
-#      so the scaler skips a step and halves its scale: saved at step 5, resumed, steps 6-10 equal the
-#      uninterrupted run's bit for bit, the loss scale included (the scaler's state is in the checkpoint);
-#   2. that fp16 checkpoint resumed in fp32: allowed, printed as a precision change;
+#   1. bf16 (--precision bf16: bf16 weights and GEMMs, fp32 master): saved at step 5, resumed, steps 6-10 equal
+#      the uninterrupted run's bit for bit;
+#   2. that bf16 checkpoint resumed in fp32: allowed, printed as a precision change;
 #   3. --steps 0 --resume DIR --export-hf: the checkpoint's weights exported without training (no AdamW state
 #      is built), the same file byte for byte as the export at the end of the run that saved it (bf16);
 #   4. --save-every auto: the interval √(2δM) printed in steps after the first save (step 1), and a save at
@@ -15,19 +14,16 @@ here=$(dirname "$0")
 source "$here/../expect_fail.sh"
 source "$here/../checkpoint_testing.sh"
 common=("$BIN/01_single_gpu" --model small --seq 16 --micro-batch 2 --steps 10 --warmup 2 --log-every 1 --eval-every 0)
-fp16=("${common[@]}" --precision fp16 --inject-nan 3)
+bf16=("${common[@]}" --precision bf16)
 
-ckpt_run "fp16: 10 steps, a NaN at step 3, saved at 5 and 10" 300 "${fp16[@]}" --save "$TMP/h" --save-every 5 \
-    --log-jsonl "$TMP/h.jsonl"
-ckpt_grep "fp16: the checkpoint holds 14 bytes a parameter (f16 weights + fp32 master + m + v)" \
+ckpt_run "bf16: 10 steps, saved at 5 and 10" 300 "${bf16[@]}" --save "$TMP/h" --save-every 5 --log-jsonl "$TMP/h.jsonl"
+ckpt_grep "bf16: the checkpoint holds 14 bytes a parameter (bf16 weights + fp32 master + m + v)" \
     "14.00 bytes/param (param 2.00 + master 4.00 + m 4.00 + v 4.00)"
-ckpt_run "fp16: resumed from step 5" 300 "${fp16[@]}" --resume "$TMP/h/step_000005" --log-jsonl "$TMP/h_res.jsonl"
-ckpt_grep "fp16: the resumed scaler continues at the backed-off scale" "loss scale 32768 (steps skipped so far: 1)"
-ckpt_compare "fp16: resumed steps 6-10 equal the uninterrupted run's (loss scale included)" "$TMP/h.jsonl" \
-    "$TMP/h_res.jsonl" bitwise
+ckpt_run "bf16: resumed from step 5" 300 "${bf16[@]}" --resume "$TMP/h/step_000005" --log-jsonl "$TMP/h_res.jsonl"
+ckpt_compare "bf16: resumed steps 6-10 equal the uninterrupted run's" "$TMP/h.jsonl" "$TMP/h_res.jsonl" bitwise
 
-ckpt_run "fp16 checkpoint resumed in fp32" 300 "${common[@]}" --resume "$TMP/h/step_000005"
-ckpt_grep "fp16 -> fp32: a precision change, said so" "note: a precision change: saved in (param f16"
+ckpt_run "bf16 checkpoint resumed in fp32" 300 "${common[@]}" --resume "$TMP/h/step_000005"
+ckpt_grep "bf16 -> fp32: a precision change, said so" "note: a precision change: saved in (param bf16"
 
 ckpt_run "bf16: 5 steps, saved at 5, exported at the end" 300 "${common[@]}" --precision bf16 --steps 5 \
     --save "$TMP/b" --save-every 5 --export-hf "$TMP/b_end"

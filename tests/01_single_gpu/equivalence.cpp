@@ -11,6 +11,17 @@
 
 namespace penta::testing {
 
+PrecisionHooks& precision_hooks() {
+    static PrecisionHooks hooks;
+    return hooks;
+}
+
+std::unique_ptr<StepHooks> add_precision_hooks(Trainer& t, const Precision& precision) {
+    std::unique_ptr<StepHooks> h = precision_hooks() ? precision_hooks()(precision) : nullptr;
+    if (h) t.hooks.push_back(h.get());
+    return h;
+}
+
 namespace {
 
 // `steps` steps of `model` on the global batch of `rows` sequences, cut into micro-batches of `micro_batch`
@@ -18,9 +29,8 @@ void train_into(Model& model, const AdamWConfig& adamw, const Dataset& data, int
                 int64_t micro_batch, int64_t steps, const std::function<float(int64_t)>& lr, float clip,
                 std::vector<double>& losses, std::vector<double>& norms, std::vector<float>& params) {
     AdamW optim(model.params(), model.grads(), optimizer_ranges(model), adamw, model.precision().fp32_master);
-    LossScaler scaler;  // fp16's loss scaling, when the policy asks for it (chapter 11)
     Trainer trainer{model, optim};
-    if (model.precision().loss_scaling) trainer.scaler = &scaler;
+    const std::unique_ptr<StepHooks> scaler = add_precision_hooks(trainer, model.precision());  // fp16: chapter 11's
     BatchPlan plan;
     plan.seq = seq;
     plan.global_batch = rows;

@@ -6,6 +6,7 @@
 // Run the tests that use it: `make test CH=02` (and CH=03, 04, 05).
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,14 @@ namespace penta::testing {
 
 // What an equivalence test compares: per step the loss and the grad norm before clipping, and the final
 // weights in the unsharded flat layout (a parallel run gathers its shards into it).
+// The step hooks a precision policy needs beyond the model, for the training runs of these helpers: chapter 11's
+// tests set it (their LossScaler for fp16's loss scaling); unset, a policy needs none (fp32, bf16). A function's
+// static, so that another file's static initialiser may set it.
+using PrecisionHooks = std::function<std::unique_ptr<StepHooks>(const Precision&)>;
+PrecisionHooks& precision_hooks();
+// precision_hooks' hook for `precision` (nullptr: none), pushed onto t's hooks; keep it while t trains
+std::unique_ptr<StepHooks> add_precision_hooks(Trainer& t, const Precision& precision);
+
 struct Trained {
     std::vector<double> losses, norms;
     std::vector<float> params;

@@ -53,8 +53,7 @@ FiveDRun run_5d_layout(const FiveDLayout& L, int steps) {
     ParallelGrid grid(make_world_comm(CommBackend::mpi), shape_of(tc), &cfg);
     FiveDParts parts(tc, f, cfg, grid, Device::cpu, kAdamW);
     Trainer trainer = parts.trainer();
-    LossScaler scaler;
-    if (parts.model().precision().loss_scaling) trainer.scaler = &scaler;
+    const std::unique_ptr<StepHooks> scaler = add_precision_hooks(trainer, parts.model().precision());  // fp16: ch 11
     FiveDRun run;
     for (int s = 0; s < steps; s++) {
         StepResult r = training_step(trainer, data, s, parts.plan, kAdamW.lr, kClip);

@@ -2,7 +2,7 @@
 # bad_inputs_test.sh — chapter 11's rows of the bad-input table: a policy that does not exist (refused before the
 # first run), a job of several ranks, and the flags of the common set this program has no use for (it trains one
 # model per policy and keeps none: --export-hf, --generate, --save, --resume), refused before anything is
-# created. Each row must exit non-zero, not by a signal, within 10 s, naming the flag and the rule
+# created; --log-jsonl with more than one policy. Each row must exit non-zero, not by a signal, within 10 s, naming the flag and the rule
 # (tests/expect_fail.sh). `make test CH=11`.
 #   bash tests/11_mixed_precision/bad_inputs_test.sh     (BIN: the programs' folder; MPIRUN: as make sets it)
 set -uo pipefail
@@ -14,6 +14,7 @@ EXPECT_JOBS=2 expect_table 10 "$BIN/11_mixed_precision" <<'EOF2'
 --generate hello --steps 2                | --generate hello: chapter 11 trains one model per policy
 --save $TMP/ckpt --steps 2                | --save $TMP/ckpt: chapter 11 trains one model per policy
 --resume $TMP/ckpt --steps 2              | --resume $TMP/ckpt: chapter 11 trains one model per policy
+--schemes fp16,fp8 --log-jsonl $TMP/j     | --log-jsonl $TMP/j writes one policy's steps, and --schemes fp16,fp8 names 2
 EOF2
 # the refusal comes before resolve_model, which would create --export-hf's folder
 if [ -e "$TMP/hf" ]; then expect_verdict "--export-hf creates nothing" "$TMP/hf exists" "refused run" ""

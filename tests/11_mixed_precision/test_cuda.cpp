@@ -1,8 +1,8 @@
-// test_cuda.cpp — the low-precision GEMMs on the GPU (common/cuda/lowp_gemm.cu) against the CPU emulation
-// (common/lowp_gemm.cpp): the fp8 tile quantisation bit for bit (codes and scales, 1x128 and 128x128, e4m3
-// and e5m2, edge tiles, an all-zero tile); the three GEMMs of a linear layer (forward, input gradient,
-// weight gradient with beta 1) in bf16 and f16 through cuBLASLt within f32 rounding, and in fp8 through
-// cuBLASLt's block-scaled FP8 GEMM on Hopper within its accumulator's rounding (elsewhere: refused by name).
+// test_cuda.cpp — the low-precision GEMMs on the GPU (11_mixed_precision/cuda/fp8_gemm.cu,
+// common/cuda/linear_gemm.cu) against the CPU emulation (11_mixed_precision/fp8.cpp, common/linear_gemm.cpp):
+// the fp8 tile quantisation bit for bit (codes and scales, 1x128 and 128x128, e4m3 and e5m2, edge tiles, an
+// all-zero tile); the three GEMMs of a linear layer (forward, input gradient, weight gradient with beta 1) in
+// bf16 and f16 through cuBLASLt within f32 rounding, and in fp8 through cuBLASLt's block-scaled FP8 GEMM on Hopper within its accumulator's rounding (elsewhere: refused by name).
 // A CPU case checks that each tolerance tells the low precision apart: the emulation is further from plain
 // f32 than the tolerance allows, so a GPU path that skipped the rounding (or mixed up a tile's scale) fails.
 // Public API only (Device::cuda tensors), so it compiles in a CPU-only build, where every case is skipped.
@@ -10,7 +10,7 @@
 // (scripts/gpu_check.sh runs it).
 #include <cmath>
 
-#include "../../common/lowp_gemm.hpp"
+#include "../../11_mixed_precision/fp8.hpp"
 #include "../testing.hpp"
 
 using namespace penta;

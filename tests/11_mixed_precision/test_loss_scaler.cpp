@@ -1,4 +1,4 @@
-// test_loss_scaler.cpp — fp16's dynamic loss scaling (common/loss_scaler.hpp): the state machine alone
+// test_loss_scaler.cpp — fp16's dynamic loss scaling (11_mixed_precision/loss_scaler.hpp): the state machine alone
 // (overflow -> skip + halve, growth after N clean steps, the counter reset by an overflow, the floor), then
 // inside training_step: a scale far too large overflows the f16 GEMM inputs, the step is skipped with the
 // weights untouched, and the scale halves until the gradients fit; and a MoE model's balance loss under loss
@@ -6,6 +6,7 @@
 // Playbook: "Mixed precision training" (loss scaling). Run: `make test CH=11` (build/bin/tests_11 -tc='*scaler*').
 #include <cmath>
 
+#include "../../11_mixed_precision/loss_scaler.hpp"
 #include "../04_tensor_parallel/tp_testing.hpp"
 #include "../08_expert_parallel/ep_testing.hpp"
 #include "../testing.hpp"
@@ -54,14 +55,15 @@ TEST_CASE("loss scaler in training_step: f16 gradients overflow at scale 2^40, s
     Trainer t{m, *opt};
     BatchPlan plan;
     plan.seq = 16, plan.micro_batch = 4, plan.global_batch = 4;
-    CHECK(contains(error_of([&] { training_step(t, data, 0, plan, kAdamW.lr, kClip); }), "needs a LossScaler"));
-    t.scaler = &scaler;
+    CHECK(contains(error_of([&] { training_step(t, data, 0, plan, kAdamW.lr, kClip); }),
+                   "needs chapter 11's LossScaler"));
+    t.hooks.push_back(&scaler);
     // the reference loss of step 1: the same model in f16 without a scale that overflows
     Model ref(cfg, Device::cpu, kModelSeed, o);
     std::unique_ptr<AdamW> ref_opt = make_adamw(ref, kAdamW);
     LossScaler ref_scaler(LossScalerConfig{1.0f, 0.5f, 2.0f, 1000});
     Trainer rt{ref, *ref_opt};
-    rt.scaler = &ref_scaler;
+    rt.hooks.push_back(&ref_scaler);
     const StepResult want = training_step(rt, data, 0, plan, kAdamW.lr, kClip);
     REQUIRE_FALSE(want.skipped);
 
@@ -109,7 +111,7 @@ TEST_CASE("loss scaling with a MoE balance loss: its gradient is S times too (bi
         ExpertBalanceHooks balance(*moe, nullptr);
         LossScaler scaler(LossScalerConfig{scale > 0 ? scale : 1.0f, 0.5f, 2.0f, 1000});
         Trainer t{m, *opt, {&balance}};
-        if (scale > 0) t.scaler = &scaler;
+        if (scale > 0) t.hooks.push_back(&scaler);
         Trained r;
         for (int s = 0; s < 4; s++) {
             const StepResult x = training_step(t, data, s, plan, kAdamW.lr, kClip);

@@ -1,4 +1,4 @@
-// test_tiles.cpp — FP8 with fine-grained scales (common/lowp_gemm.hpp): dequantise(quantise(x)) within the
+// test_tiles.cpp — FP8 with fine-grained scales (11_mixed_precision/fp8.hpp): dequantise(quantise(x)) within the
 // format's bound in every tile; an outlier spoils only its own tile (per-tensor scaling loses its neighbours'
 // small values); the tiled fp8 GEMM equals the exact product of its dequantised inputs up to f32 rounding, its
 // right operand in 128x128 blocks (a weight) or 1x128 tiles (an activation); and the limited-precision
@@ -6,7 +6,7 @@
 // Playbook: "Mixed precision training" (FP8, DeepSeek-V3). Run: `make test CH=11` (build/bin/tests_11 -tc='*tile*').
 #include <cmath>
 
-#include "../../common/lowp_gemm.hpp"
+#include "../../11_mixed_precision/fp8.hpp"
 #include "../testing.hpp"
 
 using namespace penta;

@@ -16,9 +16,9 @@
 #      one file.
 #   4. a stub that hangs is caught: 02.2 replaced by an endless loop, graded with a 20 s limit per test run:
 #      02.2 fails ("hung"), 02.1 still passes, and grading ends.
-#   5. grading one chapter never compiles a later chapter's exercise: a compile error planted in 11.1's region
-#      (common/loss_scaler.cpp, in the library every test binary links) leaves chapter 02 at full marks, built
-#      with the instructor's 11.1; the student's file is back as it was after. The copy starts as a grade killed
+#   5. grading one chapter never compiles a later chapter's exercise: a compile error planted in 08.1's region
+#      (common/moe_cpu.cpp, in the library every test binary links) leaves chapter 02 at full marks, built
+#      with the instructor's 08.1; the student's file is back as it was after. The copy starts as a grade killed
 #      outright leaves it (the instructor's file in place, the student's set aside), so the next grade's
 #      putting back is checked too.
 #   6. `make grade CH=02 DIR=.` grades the reference solution (exit 0); inside a student copy `make grade CH=02`
@@ -128,10 +128,10 @@ verdict "a stub that hangs is killed at the grader's limit and scores 0; grading
 
 # 5. a later chapter's half-written exercise in common/ does not fail an earlier chapter
 t=$SECONDS
-f=common/loss_scaler.cpp
+f=common/moe_cpu.cpp
 copy=$tmp/later
-python3 "$tool" make --only 11.1 --dir "$copy" --with-build "$build" >/dev/null 2>&1 &&
-    sed -i 's|^\( *\)FAIL("exercise 11.1 not done.*|\1this is not C++ (a half-written exercise 11.1);|' "$copy/$f"
+python3 "$tool" make --only 08.1 --dir "$copy" --with-build "$build" >/dev/null 2>&1 &&
+    sed -i 's|^\( *\)FAIL("exercise 08.1 not done.*|\1this is not C++ (a half-written exercise 08.1);|' "$copy/$f"
 planted=$(md5sum <"$copy/$f")
 mkdir -p "$copy/.pentatron-grade-saved/common" && mv "$copy/$f" "$copy/.pentatron-grade-saved/$f" && cp "$f" "$copy/$f"
 out=$(python3 "$tool" grade --ch 02 --dir "$copy" --json 2>&1)
@@ -140,8 +140,8 @@ ok=1
 [ "$rc" = 0 ] && [ "$(md5sum <"$copy/$f")" = "$planted" ] && [ ! -e "$copy/.pentatron-grade-saved" ] && python3 -c '
 import json, sys
 r = json.loads(sys.stdin.read())
-sys.exit(0 if r["full_marks"] and r["instructor_regions"].get("common/loss_scaler.cpp") == ["11.1"] else 1)' <<<"$out" && ok=0
-verdict "a compile error in exercise 11.1 (common/) leaves chapter 02 at full marks; the student's file is back (exit $rc, $((SECONDS - t)) s)" $ok
+sys.exit(0 if r["full_marks"] and r["instructor_regions"].get("common/moe_cpu.cpp") == ["08.1"] else 1)' <<<"$out" && ok=0
+verdict "a compile error in exercise 08.1 (common/) leaves chapter 02 at full marks; the student's file is back (exit $rc, $((SECONDS - t)) s)" $ok
 
 # 6. make grade's exit statuses, and the two self-checks: an instructor grading the reference solution (DIR=.)
 #    and a student grading the copy from inside it (make grade CH=NN there); never a Python traceback

@@ -1,7 +1,7 @@
-// lowp_gemm.cpp — see lowp_gemm.hpp: the linear layers' GEMMs in bf16 / f16 / fp8, emulated on the CPU, and the
-// dispatch of cuda tensors to common/cuda/lowp_gemm.cu.
+// fp8.cpp — see fp8.hpp: tile quantisation and the FP8 GEMM, emulated on the CPU, and the dispatch of cuda tensors
+// to cuda/fp8_gemm.cu; installed as the linear layers' e4m3 GEMM by install_fp8_gemm.
 // Playbook: "Mixed precision training" (FP8 after DeepSeek-V3). Test: `make test CH=11`.
-#include "lowp_gemm.hpp"
+#include "fp8.hpp"
 
 #include <cblas.h>
 
@@ -11,35 +11,6 @@
 #include <cstring>
 
 namespace penta {
-
-namespace {
-DType g_format = DType::f32;  // one thread launches every op of a rank
-}
-GemmScope::GemmScope(DType format) : previous_(g_format) { g_format = format; }
-GemmScope::~GemmScope() { g_format = previous_; }
-DType GemmScope::format() { return g_format; }
-
-float round_to(float x, DType format) {
-    switch (format) {
-        case DType::f32: return x;
-        case DType::bf16: return bf16_to_f32(f32_to_bf16(x));
-        case DType::f16: return f16_to_f32(f32_to_f16(x));
-        case DType::e4m3: return e4m3_to_f32(f32_to_e4m3(x, true));
-        case DType::e5m2: return e5m2_to_f32(f32_to_e5m2(x, true));
-        default: FAIL("round_to: %s is not a float format", dtype_name(format));
-    }
-}
-
-float max_finite(DType format) {
-    switch (format) {
-        case DType::f32: return FLT_MAX;
-        case DType::bf16: return bf16_to_f32(0x7F7F);
-        case DType::f16: return f16_to_f32(0x7BFF);
-        case DType::e4m3: return e4m3_to_f32(0x7E);
-        case DType::e5m2: return e5m2_to_f32(0x7B);
-        default: FAIL("max_finite: %s is not a float format", dtype_name(format));
-    }
-}
 
 float tile_scale(float amax, DType format) {
     // EXERCISE 11.2 begin: the tile's scale: its largest magnitude onto the format's largest value
@@ -146,49 +117,29 @@ float dot_limited(const float* a, const float* b, int64_t n, int mantissa_bits, 
     return total + acc;
 }
 
-void linear_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, Operand a_role,
-                 Operand b_role) {
-    count_linear_flops(C.size(-2), C.size(-1), transA ? A.size(-2) : A.size(-1));  // the op-level FLOP counter
-    const DType f = GemmScope::format();
-    if (f == DType::f32) return matmul(A, B, C, transA, transB, 1.0f, beta);
-    CHECK(A.dim() == 2 && B.dim() == 2 && C.dim() == 2 && A.dtype == DType::f32 && B.dtype == DType::f32 &&
-              C.dtype == DType::f32,
-          "linear_gemm: the linear layers' GEMMs are 2-D f32 (got A %s, B %s)", shape_str(A.shape).c_str(),
-          shape_str(B.shape).c_str());
-    const int64_t M = C.size(0), N = C.size(1), K = transA ? A.size(0) : A.size(1);
-    CHECK((transA ? A.size(1) : A.size(0)) == M && (transB ? B.size(1) : B.size(0)) == K &&
-              (transB ? B.size(0) : B.size(1)) == N,
-          "linear_gemm: shapes A %s%s, B %s%s, C %s do not fit", shape_str(A.shape).c_str(), transA ? "^T" : "",
-          shape_str(B.shape).c_str(), transB ? "^T" : "", shape_str(C.shape).c_str());
-    CHECK(A.device() == B.device() && B.device() == C.device(), "linear_gemm: A, B and C must be on one device");
-    CHECK(f == DType::bf16 || f == DType::f16 || f == DType::e4m3,
-          "GemmScope %s: the GEMM formats are f32, bf16, f16 and e4m3 (fp8)", dtype_name(f));
-    CHECK(a_role != Operand::weight, "linear_gemm: the left operand is a weight; fp8 tiles it 1x128 (activations, "
-          "gradients) and only the right operand by 128x128 blocks");
+namespace {
+
+// the linear layers' e4m3 GEMM (linear_gemm.hpp checked the shapes): gradients read in e5m2, the rest in
+// e4m3; the right operand by 128x128 blocks when it is a weight, by 1x128 tiles otherwise
+void fp8_linear_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, DType,
+                     Operand a_role, Operand b_role) {
     const DType a_format = fp8_format(a_role), b_format = fp8_format(b_role);
     const int64_t b_tile_rows = b_role == Operand::weight ? kTile : 1;
     if (A.device() == Device::cuda) {
 #if defined(PENTA_CUDA)
-        if (f == DType::e4m3) return cuda::fp8_gemm(A, B, C, transA, transB, beta, a_format, b_format, b_tile_rows);
-        return cuda::half_gemm(A, B, C, transA, transB, beta, f);
+        return cuda::fp8_gemm(A, B, C, transA, transB, beta, a_format, b_format, b_tile_rows);
 #else
-        FAIL("--precision %s on a cuda tensor, but this build has no CUDA (make CUDA=1)",
-             f == DType::e4m3 ? "fp8" : dtype_name(f));
+        FAIL("--precision fp8 on a cuda tensor, but this build has no CUDA (make CUDA=1)");
 #endif
     }
-    if (f == DType::bf16 || f == DType::f16) {
-        // what a bf16/f16 tensor core reads: each input rounded once; products summed in f32
-        Tensor a = Tensor::empty(A.shape, DType::f32, Device::cpu, Tag::workspace);
-        Tensor b = Tensor::empty(B.shape, DType::f32, Device::cpu, Tag::workspace);
-        const float *as = A.ptr<float>(), *bs = B.ptr<float>();
-        float *ad = a.ptr<float>(), *bd = b.ptr<float>();
-        for (int64_t i = 0, n = A.numel(); i < n; i++) ad[i] = round_to(as[i], f);
-        for (int64_t i = 0, n = B.numel(); i < n; i++) bd[i] = round_to(bs[i], f);
-        return matmul(a, b, C, transA, transB, 1.0f, beta);
-    }
+    const int64_t M = C.size(0), N = C.size(1), K = transA ? A.size(0) : A.size(1);
     const std::vector<float> a = k_contiguous(A, transA, M, K);   // op(A): (M, K)
     const std::vector<float> bt = k_contiguous(B, !transB, N, K);  // op(B)^T: (N, K)
     fp8_gemm(a.data(), bt.data(), C.ptr<float>(), M, N, K, beta, a_format, b_format, b_tile_rows);
 }
+
+}  // namespace
+
+void install_fp8_gemm() { install_linear_gemm(DType::e4m3, fp8_linear_gemm); }
 
 }  // namespace penta

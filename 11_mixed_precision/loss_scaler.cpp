@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "core.hpp"
+#include "../common/core.hpp"
 
 namespace penta {
 
@@ -30,16 +30,6 @@ bool LossScaler::update(bool grads_finite) {
     }
     return true;
     // EXERCISE 11.1 end
-}
-
-void LossScaler::restore(float scale, int64_t clean_steps, int64_t skipped) {
-    CHECK(std::isfinite(scale) && scale >= 0x1p-24f, "loss scaler: a restored scale %g must be finite and >= 2^-24", scale);
-    CHECK(clean_steps >= 0 && clean_steps < cfg_.growth_interval && skipped >= 0,
-          "loss scaler: restored clean steps %lld must be in [0, %lld) (the growth interval) and skipped steps %lld >= 0",
-          (long long)clean_steps, (long long)cfg_.growth_interval, (long long)skipped);
-    scale_ = scale;
-    clean_ = clean_steps;
-    skipped_ = skipped;
 }
 
 }  // namespace penta

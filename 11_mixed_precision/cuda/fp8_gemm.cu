@@ -1,133 +1,28 @@
-// lowp_gemm.cu — the linear layers' low-precision GEMMs on the GPU (lowp_gemm.hpp): bf16 / f16 inputs through
-// cuBLASLt with f32 sums, and FP8 through cuBLASLt's block-scaled FP8 GEMM on Hopper, fed by our quantisation
-// kernel. Both write f32 results, as the CPU emulation does.
+// fp8_gemm.cu — chapter 11's FP8 GEMM on the GPU (fp8.hpp): our quantisation kernel cuts each operand into
+// tiles and scales them, cuBLASLt's block-scaled FP8 GEMM on Hopper multiplies them and writes f32.
 //
-// Playbook: "Mixed precision training" — tensor cores read low-precision inputs and accumulate in f32; FP8
-// after DeepSeek-V3: one f32 scale per 1x128 tile of activations and gradients and per 128x128 block of
-// weights, and the partial sums of every 128 elements of K promoted to f32, because the FP8 tensor core's
-// own accumulator keeps about 14 bits. cuBLASLt (CUDA 12.9+) takes such scales directly on sm_90:
-// CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F (1x128) and BLK128x128_32F (128x128), with fast accumulation off
-// (CUBLASLT_MATMUL_DESC_FAST_ACCUM 0, the default): it promotes the tensor core's partial sums itself.
+// Playbook: "Mixed precision training", FP8 after DeepSeek-V3: one f32 scale per 1x128 tile of activations and
+// gradients and per 128x128 block of weights, and the partial sums of every 128 elements of K promoted to f32,
+// because the FP8 tensor core's own accumulator keeps about 14 bits. cuBLASLt (CUDA 12.9+) takes such scales
+// directly on sm_90: CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F (1x128) and BLK128x128_32F (128x128), with fast
+// accumulation off (CUBLASLT_MATMUL_DESC_FAST_ACCUM 0, the default): it promotes the partial sums itself.
 // What is ours: the quantisation kernel (one block per tile: the tile's amax, its scale by tile_scale's rule,
 // each element divided by it and rounded to e4m3 / e5m2 with saturation, as dtype.cpp does on the host),
 // the scale layouts cuBLASLt reads, and zero padding of every dimension to a multiple of 128 (FP8 GEMMs want
 // 16-byte aligned dimensions; whole tiles keep the layouts simple; zeros change no sum and no amax).
-// The bf16 / f16 inputs are converted by elementwise.cu's convert (round to nearest even, bit for bit the host's).
 // Tested by tests/11_mixed_precision/test_cuda.cpp against the CPU emulation (`build/bin/tests_11 -tc='*cuda*'`
 // on a machine with a GPU; scripts/gpu_check.sh runs it).
-#include <cublasLt.h>
 #include <cuda_fp8.h>
 
 #include <cfloat>
-#include <map>
-#include <tuple>
 
-#include "../lowp_gemm.hpp"
-#include "cuda_util.cuh"
-
-// cuBLASLt's block scales for FP8 (the scale modes VEC128_32F and BLK128x128_32F) came with cuBLAS 12.9: an older
-// toolkit still builds the library (bf16 / f16 and everything else), and --precision fp8 on its GPU says why not
-#if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 120900
-#define PENTA_LT_BLOCK_SCALES 1
-#else
-#define PENTA_LT_BLOCK_SCALES 0
-#endif
+#include "../../common/cuda/cuda_util.cuh"
+#include "../../common/cuda/lt_matmul.cuh"
+#include "../fp8.hpp"
 
 namespace penta::cuda {
 
 namespace {
-
-cublasLtHandle_t lt_handle() {
-    static cublasLtHandle_t handle = [] {
-        cublasLtHandle_t h = nullptr;
-        CUBLAS_CHECK(cublasLtCreate(&h));
-        return h;
-    }();
-    return handle;
-}
-
-// One cuBLASLt GEMM in its column-major terms: D (m, n) = op(A) (m, k) @ op(B) (k, n) + beta * D, f32 compute
-// and f32 D. fp8 operands carry a scale mode each (a cublasLtMatmulMatrixScale_t; -1: no scales). d_align: the
-// bytes D's address is a multiple of (a view into a larger tensor may start anywhere; A and B are fresh blocks).
-struct LtShape {
-    cudaDataType_t a_type, b_type;
-    bool trans_a, trans_b;
-    int64_t m, n, k, lda, ldb, ldd;
-    int32_t a_scale_mode = -1, b_scale_mode = -1;
-    uint32_t d_align = 256;
-    auto key() const {
-        return std::make_tuple((int)a_type, (int)b_type, trans_a, trans_b, m, n, k, lda, ldb, ldd, a_scale_mode,
-                               b_scale_mode, d_align);
-    }
-};
-
-uint32_t alignment_of(const void* p) {
-    uint32_t a = 256;
-    while (a > 4 && (uintptr_t)p % a) a /= 2;
-    return a;
-}
-
-// the descriptors and the heuristic's first algorithm, made once per shape (a training step repeats a few)
-struct LtPlan {
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t a, b, d;
-    cublasLtMatmulAlgo_t algo;
-};
-constexpr size_t kLtWorkspace = 32u << 20;
-
-LtPlan& lt_plan(const LtShape& s) {
-    static std::map<decltype(s.key()), LtPlan> plans;
-    auto it = plans.find(s.key());
-    if (it != plans.end()) return it->second;
-    LtPlan p;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t ta = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-#if PENTA_LT_BLOCK_SCALES
-    if (s.a_scale_mode >= 0) {
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &s.a_scale_mode,
-                                                    sizeof s.a_scale_mode));
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &s.b_scale_mode,
-                                                    sizeof s.b_scale_mode));
-    }
-#endif
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, s.a_type, s.trans_a ? s.k : s.m, s.trans_a ? s.m : s.k, s.lda));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, s.b_type, s.trans_b ? s.n : s.k, s.trans_b ? s.k : s.n, s.ldb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, s.m, s.n, s.ldd));
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kLtWorkspace,
-                                                      sizeof kLtWorkspace));
-    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &s.d_align, sizeof s.d_align));
-    cublasLtMatmulHeuristicResult_t result;
-    int found = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_handle(), p.op, p.a, p.b, p.d, p.d, pref, 1, &result, &found));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    CHECK(found == 1, "cuBLASLt has no algorithm for a %s x %s GEMM (m %ld, n %ld, k %ld, scale modes %d / %d) on "
-          "this GPU", s.a_type == CUDA_R_8F_E5M2 ? "e5m2" : s.a_type == CUDA_R_8F_E4M3 ? "e4m3" : "16-bit",
-          s.b_type == CUDA_R_8F_E5M2 ? "e5m2" : s.b_type == CUDA_R_8F_E4M3 ? "e4m3" : "16-bit", (long)s.m, (long)s.n,
-          (long)s.k, s.a_scale_mode, s.b_scale_mode);
-    p.algo = result.algo;
-    return plans.emplace(s.key(), p).first->second;
-}
-
-// scales: device pointers to the operands' scale tensors (nullptr: none), set on the plan's descriptor per call
-void lt_matmul(const LtShape& s, const void* A, const float* a_scale, const void* B, const float* b_scale, float beta,
-               float* D) {
-    LtPlan& p = lt_plan(s);
-    if (a_scale) {
-        CUBLAS_CHECK(
-            cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale));
-        CUBLAS_CHECK(
-            cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale));
-    }
-    Tensor ws = workspace(kLtWorkspace);
-    const float one = 1.0f;
-    CUBLAS_CHECK(cublasLtMatmul(lt_handle(), p.op, &one, A, p.a, B, p.b, &beta, D, p.d, D, p.d, &p.algo, ws.data(),
-                                kLtWorkspace, 0));
-}
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -168,7 +63,7 @@ __global__ void quantise_tiles_kernel(const float* x, int64_t rows, int64_t K, i
         if (r < rows && k < K) amax = MaxKeepNan{}(amax, fabsf(x[r * rs + k * ks]));
     }
     amax = block_reduce(amax, MaxKeepNan{}, 0.0f);
-    // tile_scale's rule (lowp_gemm.cpp), in the same f32 arithmetic: the amax onto the format's largest value,
+    // tile_scale's rule (fp8.cpp), in the same f32 arithmetic: the amax onto the format's largest value,
     // never below FLT_MIN; 1 for an all-zero tile; a NaN propagates
     const float s = amax > 0.0f ? fmaxf(amax / max_finite, FLT_MIN) : (amax == 0.0f ? 1.0f : amax);
     if (threadIdx.x == 0) scale[blockIdx.x * s_row + blockIdx.y * s_k] = s;
@@ -221,20 +116,6 @@ void check_hopper() {
 }
 
 }  // namespace
-
-void half_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, DType format) {
-    Tensor a = Tensor::empty(A.shape, format, Device::cuda, Tag::workspace);
-    Tensor b = Tensor::empty(B.shape, format, Device::cuda, Tag::workspace);
-    cuda::convert(a, A);  // the value round_to keeps on the host, bit for bit
-    cuda::convert(b, B);
-    const int64_t M = C.size(0), N = C.size(1), K = transA ? A.size(0) : A.size(1);
-    if (M == 0 || N == 0) return;
-    const cudaDataType_t t = format == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
-    // column-major view, as gemm.cu: C^T (N, M) = op(B)^T (N, K) @ op(A)^T (K, M) — pass B first, A second
-    LtShape s{t, t, transB, transA, N, M, K, std::max<int64_t>(B.size(1), 1), std::max<int64_t>(A.size(1), 1), N};
-    s.d_align = alignment_of(C.data());
-    lt_matmul(s, b.data(), nullptr, a.data(), nullptr, beta, C.ptr<float>());
-}
 
 void fp8_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, DType a_format,
               DType b_format, int64_t b_tile_rows) {

@@ -9,11 +9,16 @@
 //   overflow (a gradient not finite)  -> skip the step, S *= backoff (0.5), clean steps = 0
 //   finite                            -> take the step, clean steps += 1; at growth_interval: S *= growth (2), 0
 //
-// training_step (training_step.hpp) runs it where the global norm is checked: the norm is one all-reduce over
-// every rank, so every rank of any layout skips the same steps. bf16 needs none: it has f32's exponent range.
-// Test: `make test CH=11` (build/bin/tests_11 -tc='*scaler*'); saved and restored: tests_00 -tc='*checkpoint*fp16*'.
+// It is one of the step's hooks (common/training_step.hpp's StepHooks): the step asks it for S before the
+// first micro-batch, and after backward, where the global gradient norm is checked, whether to take the update.
+// The norm is one all-reduce over every rank, so every rank of any layout skips the same steps. bf16 needs no
+// scaler: it has f32's exponent range.
+// Test: `make test CH=11` (build/bin/tests_11 -tc='*scaler*').
 #pragma once
 #include <cstdint>
+#include <optional>
+
+#include "../common/training_step.hpp"
 
 namespace penta {
 
@@ -24,7 +29,7 @@ struct LossScalerConfig {
     int64_t growth_interval = 100;  // clean steps before S grows (PyTorch: 2000; 100 shows growth in a short run)
 };
 
-class LossScaler {
+class LossScaler : public StepHooks {
    public:
     explicit LossScaler(LossScalerConfig cfg = {});
     float scale() const { return scale_; }
@@ -33,9 +38,10 @@ class LossScaler {
     bool update(bool grads_finite);
     int64_t clean_steps() const { return clean_; }
     int64_t skipped() const { return skipped_; }
-    // a resumed run's scaler continues where the saved one stopped (a checkpoint's metadata carries the three:
-    // checkpoint_save.hpp); throws naming the value and the rule
-    void restore(float scale, int64_t clean_steps, int64_t skipped);
+
+    // as the step's hook: S for this step's loss gradient, and the state machine above after backward
+    std::optional<float> loss_scale() const override { return scale_; }
+    bool take_update(bool grads_finite) override { return update(grads_finite); }
 
    private:
     LossScalerConfig cfg_;

@@ -1,13 +1,11 @@
-// lowp_gemm.hpp — the linear layers' GEMMs in a low-precision format: bf16 and f16 inputs with f32 sums, and FP8
-// with fine-grained (per-tile) scales and f32 promotion of partial sums; emulated exactly on the CPU, through
-// cuBLASLt on a GPU (common/cuda/lowp_gemm.cu).
+// fp8.hpp — FP8 training's GEMM after DeepSeek-V3: tile quantisation (fine-grained scales) and the GEMM that
+// sums each tile's products in f32 and promotes them with the two tiles' scales; emulated exactly on the CPU,
+// through cuBLASLt's block-scaled FP8 GEMM on Hopper (cuda/fp8_gemm.cu).
 //
-// Playbook: "Mixed precision training" — the matmuls are where low precision pays (tensor cores read bf16,
-// f16 or fp8 inputs and accumulate in f32); and its FP8 part after DeepSeek-V3: e4m3 for the forward's
-// inputs, e5m2 (more range, less precision) for the gradients, a scale per 1x128 tile of activations and
-// gradients and per 128x128 block of weights, so that one outlier costs only its own tile its precision,
-// and partial sums promoted to an f32 accumulator every N_C = 128 elements of K because the tensor core's
-// own accumulator keeps about 14 bits.
+// Playbook: "Mixed precision training", FP8: e4m3 for the forward's inputs, e5m2 (more range, less precision)
+// for the gradients, a scale per 1x128 tile of activations and gradients and per 128x128 block of weights, so
+// that one outlier costs only its own tile its precision, and partial sums promoted to an f32 accumulator every
+// N_C = 128 elements of K because the tensor core's own accumulator keeps about 14 bits.
 // Tiles run along K, the summed dimension, so that one scale pair multiplies each block's partial sum. The left
 // operand (an activation, or the output gradient) is always cut into 1x128 tiles; the right one into 128x128
 // blocks when it is a weight and into 1x128 tiles when it is an activation: the weight-gradient GEMM
@@ -19,45 +17,16 @@
 // then the products of one K block are summed by sgemm in f32 and multiplied by the two tiles' scales into
 // the f32 result. So training sums each 128-block of K in full f32: the ~14-bit accumulator inside a block,
 // and why promotion every 128 rescues it, is shown by dot_limited in tests/11_mixed_precision (test_tiles)
-// only. On a GPU the tensor core's own accumulator sums a block and cuBLASLt promotes (lowp_gemm.cu).
+// only. On a GPU the tensor core's own accumulator sums a block and cuBLASLt promotes (cuda/fp8_gemm.cu).
+// The linear layers reach it through common/linear_gemm.hpp once install_fp8_gemm() has run.
 // Test: `make test CH=11` (build/bin/tests_11 -tc='*tile*'; -tc='*cuda*' on a machine with a GPU).
 #pragma once
 #include <cstdint>
 #include <vector>
 
-#include "ops.hpp"
+#include "../common/linear_gemm.hpp"
 
 namespace penta {
-
-// While one is alive, the linear layers' GEMMs read their inputs in `format` (f32: plain matmul; bf16, f16;
-// e4m3: fp8 as above). The model opens one around each pass from its precision policy's gemm.
-class GemmScope {
-   public:
-    explicit GemmScope(DType format);
-    ~GemmScope();
-    GemmScope(const GemmScope&) = delete;
-    GemmScope& operator=(const GemmScope&) = delete;
-    static DType format();
-
-   private:
-    DType previous_;
-};
-
-// What a GEMM operand is: it decides the fp8 format (gradients e5m2, the rest e4m3) and the right operand's
-// tiles (a weight 128x128, the others 1x128)
-enum class Operand : uint8_t { activation, weight, gradient };
-
-// C = op(A) @ op(B) + beta * C (ops.hpp's matmul) of 2-D f32 tensors on one device, in the current GemmScope's
-// format for operands of the given roles (a_role is never a weight). f32 scope: exactly matmul. CPU: the
-// emulation below; GPU: cuBLASLt (fp8 on Hopper only, refused naming the device elsewhere). The linear layers
-// call nothing else.
-void linear_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, Operand a_role,
-                 Operand b_role);
-
-// The exact value the format keeps of x: bf16 and f16 round to nearest even and overflow to ±inf (f16's
-// overflow is what loss scaling watches for); e4m3 / e5m2 saturate at ±max (the scaled fp8 convention).
-float round_to(float x, DType format);
-float max_finite(DType format);  // 3.39e38 (bf16), 65504, 448 (e4m3), 57344 (e5m2)
 
 // A (rows, cols) row-major f32 matrix quantised per tile of tile_rows x tile_cols (edge tiles smaller):
 // scale = amax(tile) / max_finite(format) (1 for an all-zero tile), q = round_to(x / scale). The value
@@ -92,9 +61,11 @@ void fp8_gemm(const float* A, const float* Bt, float* C, int64_t M, int64_t N, i
 // never; the limited accumulator sums everything). DeepSeek-V3 measured ~14 bits on H800's FP8 tensor cores.
 float dot_limited(const float* a, const float* b, int64_t n, int mantissa_bits, int64_t promote_every);
 
-namespace cuda {  // common/cuda/lowp_gemm.cu (CUDA builds); linear_gemm and quantise_tiles call them for cuda tensors
-// bf16 / f16: both inputs converted on the device (round to nearest even), cuBLASLt sums the products in f32
-void half_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, DType format);
+// The linear layers' GEMMs in e4m3 (--precision fp8) from now on: fp8_gemm on the CPU, cuda::fp8_gemm on a GPU.
+// Chapter 11's program and tests call it once before training.
+void install_fp8_gemm();
+
+namespace cuda {  // cuda/fp8_gemm.cu (CUDA builds)
 // fp8: op(A) quantised per 1x128 tile and op(B)^T per b_tile_rows x 128 tile by our kernel, cuBLASLt's
 // block-scaled FP8 GEMM on Hopper (sm_90; elsewhere it fails naming the device)
 void fp8_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, DType a_format,
