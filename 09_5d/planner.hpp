@@ -42,7 +42,7 @@ std::vector<std::string> machine_names();
 
 // What we train. fp32: this code's default (4-byte everything, no master copy); bf16: the playbook's mixed
 // precision (bf16 weights, grads, activations and communication, fp32 master weights and Adam state);
-// bf16_weights: this code's --precision bf16 | fp16 | fp8 (chapter 11's policies as they run here): 2-byte weights
+// bf16_weights: the trainers' --precision bf16 (and chapter 11's fp16 and fp8, as they run there): 2-byte weights
 // with the fp32 master and Adam state, but f32 gradients, activations and messages (only the GEMMs' inputs are
 // rounded) — what chapter 09's trainer predicts its own memory with.
 enum class Precision { fp32, bf16, bf16_weights };

@@ -356,7 +356,7 @@ def put_back_saved(dest):
 def lend_later_regions(ch, dest, regions):
     """Before building chapter ch in dest: the regions of every later chapter in the files that build
     compiles (common/, the folders of chapters up to ch) become the instructor's, so a later exercise the
-    student has not finished (a syntax error in common/loss_scaler.cpp's 11.1) cannot fail chapter ch. A file
+    student has not finished (a syntax error in common/moe_cpu.cpp's 08.1) cannot fail chapter ch. A file
     holding only later regions is the instructor's whole; in one that also holds ch's or an earlier region,
     only the later regions are replaced. Each changed file is saved first in DIR/SAVED (put_back_saved).
     Returns {file: [ids]} of what was lent."""
