@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""learning_check.py — does each chapter's default run learn on this machine, whatever the BLAS kernel and seed?
+
+The addition task has a plateau: a model that knows the digits' statistics but not the sum sits near a loss of
+1.15 and 0 % accuracy, and whether it leaves depends on rounding (OpenBLAS's AVX2 and AVX-512 kernels round
+differently), so a reader's machine may never leave it (issue 32). This runs each chapter's default command
+(its README's first one, and `make run`'s) for its promised steps under both kernels and several seeds, and
+prints, per run, the step at which it left the plateau (the first measured accuracy >= 10 %) and its final
+accuracy (the mean of its last three measurements), beside what the README promises.
+
+    python3 scripts/learning_check.py                       # every chapter, Haswell + SkylakeX, seeds 1 2 3
+    python3 scripts/learning_check.py --chapters 01,02 --seeds 1 --kernels Haswell --steps 300   # a quick look
+    python3 scripts/learning_check.py --list                # the runs, without running them
+
+Exit status: 0 when every run left the plateau and reached its promised accuracy, 1 when one did not, 2 when a
+run could not be made (a program missing or failing). Each run's JSONL and output stay in --out.
+Playbook: "First steps: training on one GPU" (what a run that learns looks like). Not part of `make test`: the
+whole check is ~100 runs of up to 1,500 steps.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# name, ranks, program, its arguments, the steps it runs, the final accuracy its README promises
+RUNS = [
+    ("01", 1, "01_single_gpu", [], 1500, 0.90),
+    ("02", 2, "02_data_parallel", ["--dp", "2"], 1500, 0.90),
+    ("03", 4, "03_zero", ["--dp", "4", "--zero", "3"], 1500, 0.90),
+    ("04", 2, "04_tensor_parallel", ["--tp", "2"], 1500, 0.90),
+    ("05", 2, "05_sequence_parallel", ["--tp", "2", "--sp"], 1500, 0.90),
+    ("06", 2, "06_context_parallel", ["--cp", "2"], 1500, 0.90),
+    ("07", 2, "07_pipeline_parallel", ["--pp", "2"], 1500, 0.90),
+    ("08", 2, "08_expert_parallel", [], 1500, 0.90),
+    ("run", 8, "09_5d", ["--dp", "2", "--tp", "2", "--pp", "2", "--pp-schedule", "1f1b", "--micro-batch", "4",
+                         "--grad-accum", "4", "--lr", "1e-3", "--min-lr", "1e-3", "--warmup", "20",
+                         "--weight-decay", "0", "--log-every", "25"], 750, 0.90),
+]
+KERNELS = {"Haswell": "AVX2", "SkylakeX": "AVX-512"}
+LEFT = 0.10  # an accuracy a plateau does not reach (its measurements stay at 0-4 %)
+
+
+def accuracies(jsonl):
+    """(step, accuracy) of every measurement in a run's JSONL: evaluations, or the head stage's per-step meter"""
+    out = []
+    with open(jsonl) as f:
+        for line in f:
+            j = json.loads(line)
+            if "task_accuracy" in j:
+                out.append((j["step"], j["task_accuracy"]))
+    return out
+
+
+def mpirun(np):
+    cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-x", "OPENBLAS_NUM_THREADS=1", "-x",
+           "OMP_NUM_THREADS=1", "-x", "OPENBLAS_CORETYPE", "-np", str(np)]
+    return cmd[:1] + (["--allow-run-as-root"] if os.geteuid() == 0 else []) + cmd[1:]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--chapters", default=",".join(r[0] for r in RUNS), help="comma-separated: 01 ... 08, run")
+    ap.add_argument("--kernels", default=",".join(KERNELS), help="OPENBLAS_CORETYPE values: Haswell (AVX2), "
+                    "SkylakeX (AVX-512)")
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--steps", type=int, default=0, help="run this many steps instead of each one's promised steps")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    ap.add_argument("--out", default="/tmp/learning_check")
+    ap.add_argument("--list", action="store_true", help="print the runs and stop")
+    a = ap.parse_args()
+    chapters = a.chapters.split(",")
+    unknown = [c for c in chapters if c not in [r[0] for r in RUNS]]
+    if unknown:
+        sys.exit(f"learning_check: --chapters: no run named {', '.join(unknown)} (the runs: "
+                 f"{', '.join(r[0] for r in RUNS)})")
+    kernels = a.kernels.split(",")
+    for k in kernels:
+        if k not in KERNELS:
+            sys.exit(f"learning_check: --kernels: {k} is not one of {', '.join(KERNELS)}")
+    seeds = [int(s) for s in a.seeds.split(",")]
+    plan = [(r, k, s) for r in RUNS if r[0] in chapters for k in kernels for s in seeds]
+    os.makedirs(a.out, exist_ok=True)
+    rows, status = [], 0
+    for i, ((name, np, prog, args, steps, promised), kernel, seed) in enumerate(plan):
+        steps = a.steps or steps
+        exe = os.path.join(a.bin, prog)
+        stem = os.path.join(a.out, f"{name}_{kernel}_seed{seed}")
+        cmd = (mpirun(np) if np > 1 else []) + [exe] + args + ["--seed", str(seed), "--steps", str(steps),
+                                                                 "--log-jsonl", stem + ".jsonl"]
+        if a.list:
+            print(f"OPENBLAS_CORETYPE={kernel} {' '.join(cmd)}")
+            continue
+        if not os.access(exe, os.X_OK):
+            sys.exit(f"learning_check: {exe} is missing: build it first (make all)")
+        t0 = time.time()
+        env = {**os.environ, "OPENBLAS_CORETYPE": kernel, "OPENBLAS_NUM_THREADS": "1"}
+        with open(stem + ".txt", "w") as log:
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+        secs = time.time() - t0
+        if rc != 0:
+            print(f"[{i + 1}/{len(plan)}] {name} {kernel} seed {seed}: exit {rc} after {secs:.0f} s ({stem}.txt)",
+                  flush=True)
+            rows.append((name, kernel, seed, None, None, promised, "failed"))
+            status = 2
+            continue
+        acc = accuracies(stem + ".jsonl")
+        left = next((st for st, x in acc if x >= LEFT), None)
+        last = [x for _, x in acc[-3:]]
+        final = sum(last) / len(last) if last else None
+        ok = left is not None and final is not None and final >= promised
+        status = status or (0 if ok else 1)
+        rows.append((name, kernel, seed, left, final, promised, "ok" if ok else "NO"))
+        print(f"[{i + 1}/{len(plan)}] {name} {kernel} seed {seed}: left the plateau at "
+              f"{left if left is not None else 'never'}, final accuracy "
+              f"{'-' if final is None else f'{100 * final:.1f} %'} ({secs:.0f} s)", flush=True)
+    if a.list:
+        return 0
+    print(f"\n{'run':<5} {'kernel':<15} {'seed':>4} {'left plateau':>13} {'final acc':>10} {'promised':>9}  verdict")
+    for name, kernel, seed, left, final, promised, verdict in rows:
+        print(f"{name:<5} {kernel + ' (' + KERNELS[kernel] + ')':<15} {seed:>4} "
+              f"{'never' if left is None else 'step ' + str(left):>13} "
+              f"{'-' if final is None else f'{100 * final:.1f} %':>10} {100 * promised:>8.0f}%  {verdict}")
+    print(f"(left the plateau: the first measured accuracy >= {100 * LEFT:.0f} %; final: the mean of the last "
+          f"three measurements; outputs in {a.out})")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
