@@ -10,6 +10,7 @@ accuracy (the mean of its last three measurements), beside what the README promi
 
     python3 scripts/learning_check.py                       # every chapter, Haswell + SkylakeX, seeds 1 2 3
     python3 scripts/learning_check.py --chapters 01,02 --seeds 1 --kernels Haswell --steps 300   # a quick look
+    python3 scripts/learning_check.py --chapters 01 --extra '--lr 1e-3 --weight-decay 0'   # a candidate
     python3 scripts/learning_check.py --list                # the runs, without running them
 
 Exit status: 0 when every run left the plateau and reached its promised accuracy, 1 when one did not, 2 when a
@@ -67,6 +68,8 @@ def main():
                     "SkylakeX (AVX-512)")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--steps", type=int, default=0, help="run this many steps instead of each one's promised steps")
+    ap.add_argument("--extra", default="", help="arguments added to every run (a candidate schedule, say "
+                    "'--lr 1e-3 --weight-decay 0'); outputs are named after them")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--out", default="/tmp/learning_check")
     ap.add_argument("--list", action="store_true", help="print the runs and stop")
@@ -87,9 +90,10 @@ def main():
     for i, ((name, np, prog, args, steps, promised), kernel, seed) in enumerate(plan):
         steps = a.steps or steps
         exe = os.path.join(a.bin, prog)
-        stem = os.path.join(a.out, f"{name}_{kernel}_seed{seed}")
-        cmd = (mpirun(np) if np > 1 else []) + [exe] + args + ["--seed", str(seed), "--steps", str(steps),
-                                                                 "--log-jsonl", stem + ".jsonl"]
+        tag = "".join(c if c.isalnum() or c in ".-" else "_" for c in a.extra.replace("--", ""))
+        stem = os.path.join(a.out, f"{name}_{kernel}_seed{seed}" + (f"_{tag}" if tag else ""))
+        cmd = (mpirun(np) if np > 1 else []) + [exe] + args + a.extra.split() + [
+            "--seed", str(seed), "--steps", str(steps), "--log-jsonl", stem + ".jsonl"]
         if a.list:
             print(f"OPENBLAS_CORETYPE={kernel} {' '.join(cmd)}")
             continue
