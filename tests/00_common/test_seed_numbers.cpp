@@ -1,7 +1,8 @@
-// test_seed_numbers.cpp — the figures the two seed documents quote (../shared/seeds/), recomputed from the
-// formula functions of common/formulas.hpp (and ring_bytes of comm.hpp) with each model's real dimensions,
-// compared at the precision the seed prints them. Where a figure does not come out, the case says why and
-// asserts what does (docs/PLAYBOOK_MAP.md has the row for every claim).
+// test_seed_numbers.cpp — the figures the two seed documents quote (the playbook and its notes:
+// docs/PLAYBOOK_MAP.md lists them), recomputed from the formula functions of common/formulas.hpp (and
+// ring_bytes of comm.hpp) with each model's real dimensions, compared at the precision the seed prints them.
+// Where a figure does not come out, the case says why and asserts what does (docs/PLAYBOOK_MAP.md has the row
+// for every claim).
 //
 // Playbook: "Memory usage in Transformers", "Activation recomputation", "Data parallelism", "ZeRO",
 // "Tensor parallelism"; seed 003 (Llama 3 8B / 70B on 512 H100).
