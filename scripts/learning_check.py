@@ -16,7 +16,7 @@ accuracy (the mean of its last three measurements), beside what the README promi
 Exit status: 0 when every run left the plateau and reached its promised accuracy, 1 when one did not, 2 when a
 run could not be made (a program missing or failing). Each run's JSONL and output stay in --out.
 Playbook: "First steps: training on one GPU" (what a run that learns looks like). Not part of `make test`: the
-whole check is ~100 runs of up to 1,500 steps.
+whole check is 54 runs of up to 1,500 steps (its verdicts are tested by tests/tooling/learning_check_test.sh).
 """
 import argparse
 import json
@@ -122,9 +122,9 @@ def main():
               f"{'-' if final is None else f'{100 * final:.1f} %'} ({secs:.0f} s)", flush=True)
     if a.list:
         return 0
-    print(f"\n{'run':<5} {'kernel':<15} {'seed':>4} {'left plateau':>13} {'final acc':>10} {'promised':>9}  verdict")
+    print(f"\n{'run':<5} {'kernel':<19} {'seed':>4} {'left plateau':>13} {'final acc':>10} {'promised':>9}  verdict")
     for name, kernel, seed, left, final, promised, verdict in rows:
-        print(f"{name:<5} {kernel + ' (' + KERNELS[kernel] + ')':<15} {seed:>4} "
+        print(f"{name:<5} {kernel + ' (' + KERNELS[kernel] + ')':<19} {seed:>4} "
               f"{'never' if left is None else 'step ' + str(left):>13} "
               f"{'-' if final is None else f'{100 * final:.1f} %':>10} {100 * promised:>8.0f}%  {verdict}")
     print(f"(left the plateau: the first measured accuracy >= {100 * LEFT:.0f} %; final: the mean of the last "

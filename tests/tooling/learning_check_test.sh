@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# learning_check_test.sh — scripts/learning_check.py's verdicts, on stand-in programs (no training: a second):
+#   1. a run whose measured accuracy climbs past 10 % at step 200 and ends at 95 %: "left the plateau at 200",
+#      final 95.0 %, exit 0;
+#   2. a run that stays on the plateau (accuracy 0-4 %): "never", verdict NO, exit 1;
+#   3. one that leaves the plateau but ends below the promised 90 %: NO, exit 1;
+#   4. a program that fails: exit 2, naming its output file;
+#   5. --chapters naming no run, and --kernels naming no kernel: refused, naming the flag.
+# Each stand-in is a 01_single_gpu that writes the JSONL the real one writes (step, loss, task_accuracy at
+# evaluations) and checks that it was given --seed, --steps and OPENBLAS_CORETYPE.
+# `make test` runs it (not `make test CH=NN`).   bash tests/tooling/learning_check_test.sh
+set -uo pipefail
+source "$(dirname "$0")/../expect_fail.sh"
+tool="$(dirname "$0")/../../scripts/learning_check.py"
+
+# stand_in NAME ACCURACIES...: a folder holding a 01_single_gpu that logs these accuracies at steps 100, 200, ...
+stand_in() {
+    local dir=$TMP/$1
+    shift
+    mkdir -p "$dir"
+    cat >"$dir/01_single_gpu" <<EOS
+#!/usr/bin/env bash
+[ -n "\${OPENBLAS_CORETYPE:-}" ] || { echo "no OPENBLAS_CORETYPE"; exit 3; }
+out=""; seed=""; steps=""
+while [ \$# -gt 0 ]; do
+    case \$1 in --log-jsonl) out=\$2; shift ;; --seed) seed=\$2; shift ;; --steps) steps=\$2; shift ;; esac
+    shift
+done
+[ -n "\$out" ] && [ -n "\$seed" ] && [ -n "\$steps" ] || { echo "missing --log-jsonl, --seed or --steps"; exit 3; }
+step=0
+for acc in $*; do
+    [ "\$acc" = fail ] && { echo "error: [rank 0] a stand-in failure"; exit 1; }
+    step=\$((step + 100))
+    echo "{\"step\": \$step, \"loss\": 1.0, \"task_accuracy\": \$acc}" >>"\$out"
+done
+EOS
+    chmod +x "$dir/01_single_gpu"
+    echo "$dir"
+}
+check=(python3 "$tool" --chapters 01 --seeds 1 --kernels Haswell)  # + --out DIR --bin STAND_IN
+
+learns=$(stand_in learns 0.0 0.12 0.5 0.9 0.95 1.0)
+expect_ok "a run that leaves the plateau at step 200 and ends at 95 %" 20 \
+    "left the plateau at 200, final accuracy 95.0 % && step 200 && 95.0 %       90%  ok" "${check[@]}" --out "$TMP/out_learns" --bin "$learns"
+flat=$(stand_in flat 0.0 0.02 0.04 0.01 0.0)
+expect_fail "a run that never leaves the plateau: NO, exit 1" 20 "left the plateau at never && never && NO" \
+    "${check[@]}" --out "$TMP/out_flat" --bin "$flat"
+short=$(stand_in short 0.0 0.3 0.5 0.6 0.7)
+expect_fail "a run that leaves it but ends below the promise: NO, exit 1" 20 "step 200 && 60.0 % && NO" \
+    "${check[@]}" --out "$TMP/out_short" --bin "$short"
+broken=$(stand_in broken 0.0 fail)
+out=$("${check[@]}" --out "$TMP/out_broken" --bin "$broken" 2>&1)
+rc=$?
+why=""
+[ "$rc" = 2 ] || why="exit $rc, not 2"
+[ -z "$why" ] && ! grep -q "exit 1 after .* ($TMP/out_broken/01_Haswell_seed1.txt)" <<<"$out" && why="no line naming the run's output"
+expect_verdict "a program that fails: exit 2, naming its output" "$why" "exit $rc" "$out"
+expect_fail "--chapters 09: no such run" 10 "--chapters: no run named 09" python3 "$tool" --chapters 09
+expect_fail "--kernels Zen: no such kernel" 10 "--kernels: Zen is not one of Haswell, SkylakeX" \
+    python3 "$tool" --kernels Zen
+expect_summary
