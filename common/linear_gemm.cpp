@@ -1,5 +1,5 @@
-// linear_gemm.cpp — see linear_gemm.hpp: the linear layers' GEMM in f32, bf16 or f16 (emulated on the CPU,
-// cuBLASLt on a GPU), and the table through which chapter 11 adds fp8.
+// linear_gemm.cpp — see linear_gemm.hpp: the linear layers' GEMM in f32 (plain matmul), bf16 or f16 (emulated on
+// the CPU, cuBLASLt on a GPU), and the table of low-precision formats through which chapter 11 adds fp8.
 // Playbook: "Mixed precision training". Test: `make test CH=01`, `make test CH=11`.
 #include "linear_gemm.hpp"
 
@@ -11,11 +11,6 @@ namespace penta {
 namespace {
 
 DType g_format = DType::f32;  // one thread launches every op of a rank
-
-void f32_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, DType, Operand,
-              Operand) {
-    matmul(A, B, C, transA, transB, 1.0f, beta);
-}
 
 // what a bf16 / f16 tensor core reads: each input rounded once to the format; the products summed in f32
 void half_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, DType format,
@@ -37,7 +32,7 @@ void half_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool tr
 }
 
 std::map<DType, FormatGemm>& gemms() {
-    static std::map<DType, FormatGemm> table{{DType::f32, f32_gemm}, {DType::bf16, half_gemm}, {DType::f16, half_gemm}};
+    static std::map<DType, FormatGemm> table{{DType::bf16, half_gemm}, {DType::f16, half_gemm}};
     return table;
 }
 
@@ -75,7 +70,7 @@ void linear_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool 
                  Operand b_role) {
     count_linear_flops(C.size(-2), C.size(-1), transA ? A.size(-2) : A.size(-1));  // the op-level FLOP counter
     const DType f = GemmScope::format();
-    if (f == DType::f32) return f32_gemm(A, B, C, transA, transB, beta, f, a_role, b_role);
+    if (f == DType::f32) return matmul(A, B, C, transA, transB, 1.0f, beta);  // plain sgemm, batched shapes too
     const auto it = gemms().find(f);
     CHECK(it != gemms().end(), "--precision: GEMMs in %s are chapter 11's (11_mixed_precision/fp8.hpp), and this "
           "program does not install them: build/bin/11_mixed_precision trains under them", dtype_name(f));

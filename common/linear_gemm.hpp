@@ -40,7 +40,8 @@ enum class Operand : uint8_t { activation, weight, gradient };
 void linear_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, Operand a_role,
                  Operand b_role);
 
-// One format's GEMM, called with the shapes checked. common/ has f32 and bf16 / f16; chapter 11 adds e4m3 (fp8).
+// One low-precision format's GEMM, called with the shapes checked. common/ has bf16 / f16; chapter 11 adds e4m3
+// (fp8). f32 is no entry: it is plain matmul.
 using FormatGemm = void (*)(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta,
                             DType format, Operand a_role, Operand b_role);
 void install_linear_gemm(DType format, FormatGemm gemm);

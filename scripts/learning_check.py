@@ -56,9 +56,10 @@ def accuracies(jsonl):
 
 
 def mpirun(np):
-    cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-x", "OPENBLAS_NUM_THREADS=1", "-x",
-           "OMP_NUM_THREADS=1", "-x", "OPENBLAS_CORETYPE", "-np", str(np)]
-    return cmd[:1] + (["--allow-run-as-root"] if os.geteuid() == 0 else []) + cmd[1:]
+    """the launcher of an np-rank run; OPENBLAS_CORETYPE passed on to every rank"""
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []  # OpenMPI refuses root without it
+    return ["mpirun", *root, "--oversubscribe", "--bind-to", "none", "-x", "OPENBLAS_NUM_THREADS=1", "-x",
+            "OMP_NUM_THREADS=1", "-x", "OPENBLAS_CORETYPE", "-np", str(np)]
 
 
 def main():

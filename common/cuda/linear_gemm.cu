@@ -97,7 +97,6 @@ void lt_matmul(const LtShape& s, const void* A, const float* a_scale, const void
                                 kLtWorkspace, 0));
 }
 
-
 void half_gemm(const Tensor& A, const Tensor& B, Tensor& C, bool transA, bool transB, float beta, DType format) {
     Tensor a = Tensor::empty(A.shape, format, Device::cuda, Tag::workspace);
     Tensor b = Tensor::empty(B.shape, format, Device::cuda, Tag::workspace);
