@@ -4,10 +4,12 @@
 // Chapter 01's held-out evaluation runs the whole model on one rank; in a 5D layout the layers are spread over
 // the pp stages, so there is no rank that could. But every training step reads samples no step has read before
 // (data.hpp: sample g of step s is s·G + g), so the forward of a step, before its update, is already a held-out
-// test of the weights so far. TaskMeter is a LossCore (spine.hpp) wrapped around the model's own: it takes the
-// argmax of each row of logits before handing them on (the fused cross-entropy overwrites them with their
-// gradient), gathering the vocab shards first under tp (chapter 04's gather_vocab_logits), and counts the
-// problems answered exactly (data.hpp: addition_accuracy). The step's count is summed over the head stage's ranks.
+// test of the weights so far. One difference: these are training problems, and a quarter of them have a
+// zero operand (data.hpp says why), so this accuracy reads a little above chapter 01's held-out one.
+// TaskMeter is a LossCore (spine.hpp) wrapped around the model's own: it takes the argmax of each row of
+// logits before handing them on (the fused cross-entropy overwrites them with their gradient), gathering the
+// vocab shards first under tp (chapter 04's gather_vocab_logits), and counts the problems answered exactly
+// (data.hpp: addition_accuracy). The step's count is summed over the head stage's ranks.
 // Needs whole sequences on a rank, so context parallelism turns it off. Playbook: "5D parallelism".
 #pragma once
 #include "../common/data.hpp"

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "core.hpp"
+#include "data.hpp"
 #include "precision.hpp"
 #include "runtime.hpp"
 
@@ -312,7 +313,7 @@ static void validate_sizes(const TrainConfig& c) {
                                            "the sequences of the global batch");
     // sample g of step s is id s·G + g (data.hpp); evaluation reads ids from 2^40 on, which training must not
     checked_product(c.steps, "--steps", global, "(--micro-batch × --grad-accum × --dp)",
-                    "the sample ids the run trains on", int64_t(1) << 40,
+                    "the sample ids the run trains on", kHeldOutFirstId,
                     "at most 2^40, where the held-out evaluation samples start");
 }
 

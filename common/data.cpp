@@ -75,7 +75,12 @@ std::vector<int32_t> argmax_rows(const float* logits, int64_t rows, int64_t V) {
 
 AdditionProblem addition_problem(uint64_t seed, int64_t sample_id, int64_t k) {
     Philox4 r = philox4x32(seed, name_stream("data.addition") + (uint64_t)sample_id, (uint64_t)k);
-    return AdditionProblem{(int)(r.v[0] % 100), (int)(r.v[1] % 100)};
+    AdditionProblem p{(int)(r.v[0] % 100), (int)(r.v[1] % 100)};
+    if (sample_id < kHeldOutFirstId) {  // training: a copy problem now and then (data.hpp says why)
+        if (r.v[2] % kZeroOperandOneIn == 0) p.a = 0;
+        if (r.v[2] % kZeroOperandOneIn == 1) p.b = 0;
+    }
+    return p;
 }
 
 // Fixed width, every number written backwards: 42+17 -> "24+71=950;". Every problem is 10 characters with

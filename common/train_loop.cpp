@@ -169,7 +169,7 @@ void print_task_baseline(const TrainConfig& cfg, const LlamaConfig& mc) {
 
 Eval evaluate(Model& model, const Dataset& data, const TrainConfig& cfg,
               const std::function<Tensor(const Tensor&)>& full_logits) {
-    const int64_t rows = kEvalRows, first = int64_t(1) << 40;
+    const int64_t rows = kEvalRows, first = kHeldOutFirstId;
     Batch b = load_batch(data, first, rows, cfg.seq);
     DeviceBatch db = to_device(b, 0, rows, model.device());
     Tensor logits = model.forward_logits(db.tokens, rows, cfg.seq);  // (rows T, V) or this rank's vocab shard

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -112,6 +113,32 @@ TEST_CASE("addition samples are correct arithmetic and only answers are targets"
         }
     }
     CHECK(problems > 60);
+}
+
+TEST_CASE("addition: a quarter of training problems have a zero operand, held-out ones are uniform") {
+    // data.hpp: 1 in kZeroOperandOneIn training problems a = 0, another 1 in kZeroOperandOneIn b = 0 (the copy
+    // problems that lead off the plateau); evaluation's ids (from kHeldOutFirstId) draw a and b uniformly
+    const int n = 40000;
+    auto zero_share = [&](int64_t first_id, int* a_zero, int* b_zero) {
+        *a_zero = *b_zero = 0;
+        for (int i = 0; i < n; i++) {
+            AdditionProblem p = addition_problem(5, first_id + i / 4, i % 4);
+            *a_zero += p.a == 0;
+            *b_zero += p.b == 0;
+        }
+    };
+    int a0, b0;
+    zero_share(0, &a0, &b0);
+    const double expect = 1.0 / kZeroOperandOneIn + (1.0 - 1.0 / kZeroOperandOneIn) / 100;  // planted + natural
+    CHECK(std::abs(a0 / (double)n - expect) < 0.01);
+    CHECK(std::abs(b0 / (double)n - expect) < 0.01);
+    zero_share(kHeldOutFirstId, &a0, &b0);
+    CHECK(std::abs(a0 / (double)n - 0.01) < 0.004);  // a uniform digit pair is 00 once in 100
+    CHECK(std::abs(b0 / (double)n - 0.01) < 0.004);
+    // the last training id still plants them, the first held-out one does not: the boundary is kHeldOutFirstId
+    int planted = 0;
+    for (int k = 0; k < 400; k++) planted += addition_problem(5, kHeldOutFirstId - 1, k).a == 0;
+    CHECK(planted > 25);
 }
 
 TEST_CASE("addition accuracy counts a problem only when its whole answer is right") {
