@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""readme_outputs.py — the READMEs' output blocks, recorded by running their exact commands.
+
+A README block is generated when it sits between a marker that holds its commands and `<!-- /output -->`:
+
+    <!-- output 01-run trim=evals : build/bin/01_single_gpu -->
+    <!-- output 02-run : mpirun -np 2 build/bin/02_data_parallel --dp 2 ;; build/bin/01_single_gpu --steps 5 -->
+
+Before ":": the block's name (unique; its whole output is kept in docs/outputs/NAME.txt) and options:
+kernel=Haswell|SkylakeX (the OpenBLAS kernel it runs under, Haswell by default), trim=evals,tables,... (the
+lines left out: evals = step lines without an evaluation, except the first and the last; tables = the memory
+tables; headers = a later command's header lines), grep=REGEX (only lines matching it). After ":", the
+commands exactly as a reader types them, separated by " ;; ". Between the markers go a caption (machine, BLAS
+kernel, date, commit, what was left out) and the trimmed output, each command's lines after "$ command".
+The paragraph right after `<!-- /output -->` is the block's reading: every percentage and every "step N" it
+states must be in the block (to the digits it states).
+
+    python3 scripts/readme_outputs.py --list                 # every block: README, name, commands
+    python3 scripts/readme_outputs.py 01-run 01-generate     # run these blocks' commands, rewrite the blocks
+    python3 scripts/readme_outputs.py --readme 02_data_parallel/README.md    # every block of one README
+    python3 scripts/readme_outputs.py --all                  # every block (an hour or more on 2 cores)
+    python3 scripts/readme_outputs.py --check                # no runs: blocks equal their records, figures hold
+
+--check is what tests/tooling/readme_outputs_test.sh runs in `make test`. Exit status: 0 done / all hold,
+1 a block or a figure differs from its record (each named with README:line), 2 a run failed or an argument is
+wrong. A command runs from the repository's root as the Makefile launches it (mpirun gets its root and
+oversubscribe flags) with OPENBLAS_CORETYPE set to the block's kernel, so the caption can say which printed it.
+Playbook: none (the READMEs' honesty: what a reader runs is what the README shows).
+"""
+import argparse
+import datetime
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KERNELS = {"Haswell": "AVX2", "SkylakeX": "AVX-512"}
+TRIMS = {  # name: (what the caption says was left out, the test a dropped line passes)
+    "evals": ("step lines without an evaluation (the first and last kept)", None),
+    "tables": ("the memory tables", None),
+    "headers": ("the header lines of every command after the first", None),
+}
+STEP = re.compile(r"^step +(\d+)/(\d+) ")
+TABLE = re.compile(r"^(memory (by tag|on )|  (params|grads|master|optim|activations|comm|workspace|total) +\S+ +\S+$|"
+                   r"  \(\+ [0-9.]+\S+ of freed blocks)")
+HEADER = re.compile(r"^(\S+: model |device |data |batch: |ln\(vocab\)|loaded |model state formula)")
+ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+MARK = re.compile(r"^<!-- output (.+?) -->$")
+END = "<!-- /output -->"
+
+
+class Block:
+    """one marked block of a README: its name, options, commands, and where it sits"""
+
+    def __init__(self, readme, start, body, end, text):
+        self.readme, self.start, self.body, self.end = readme, start, body, end  # marker, its last line, /output
+        head, sep, cmds = text.partition(" : ")
+        words = shlex.split(head)
+        if not sep or not words or not cmds.strip():
+            raise ValueError(f"{readme}:{start + 1}: a marker is `<!-- output NAME [options] : COMMAND -->`")
+        self.name, opts = words[0], dict(w.split("=", 1) for w in words[1:] if "=" in w)
+        bad = [w for w in words[1:] if "=" not in w] + [k for k in opts if k not in ("kernel", "trim", "grep")]
+        self.kernel = opts.get("kernel", "Haswell")
+        self.trims = [t for t in opts.get("trim", "").split(",") if t]
+        self.grep = opts.get("grep")
+        self.cmds = [c.strip() for c in cmds.split(" ;; ")]
+        if bad or self.kernel not in KERNELS or any(t not in TRIMS for t in self.trims):
+            raise ValueError(f"{readme}:{start + 1}: {self.name}: options are kernel={'|'.join(KERNELS)}, "
+                             f"trim={','.join(TRIMS)}, grep=REGEX (read {' '.join(words[1:])})")
+
+
+def blocks_of(root, rel):
+    """the marked blocks of one README, and its lines"""
+    with open(os.path.join(root, rel)) as f:
+        lines = f.read().split("\n")
+    found, open_at, i = [], None, 0
+    while i < len(lines):
+        if lines[i].startswith("<!-- output "):  # a marker may go on over several lines, up to its "-->"
+            j = i
+            while not lines[j].rstrip().endswith("-->") and j + 1 < len(lines):
+                j += 1
+            m = MARK.match(" ".join(l.strip() for l in lines[i:j + 1]))
+            if not m:
+                raise ValueError(f"{rel}:{i + 1}: a marker is `<!-- output NAME [options] : COMMAND -->`")
+            open_at, i = (i, j, m.group(1)), j
+        elif lines[i].strip() == END and open_at:
+            found.append(Block(rel, open_at[0], open_at[1], i, open_at[2]))
+            open_at = None
+        i += 1
+    return found, lines
+
+
+def readmes(root):
+    return sorted(os.path.join(d, "README.md") for d in os.listdir(root)
+                  if os.path.isfile(os.path.join(root, d, "README.md")))
+
+
+def launcher(cmd):
+    """the command as the Makefile runs it: mpirun gets root and oversubscribe flags"""
+    if cmd.startswith("mpirun "):
+        extra = ("--allow-run-as-root " if os.geteuid() == 0 else "") + "--oversubscribe --bind-to none " \
+                "-x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS -x OPENBLAS_CORETYPE "
+        return "mpirun " + extra + cmd[len("mpirun "):]
+    return cmd
+
+
+def machine():
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def trim(body, b):
+    """the record's lines that the block shows"""
+    out, nth = [], -1
+    for l in body:
+        l = l.rstrip()
+        if l.startswith("$ "):
+            nth += 1
+            out.append(l)
+            continue
+        m = STEP.match(l)
+        if "evals" in b.trims and m and "| acc " not in l and m.group(1) not in ("1", m.group(2)):
+            continue
+        if "tables" in b.trims and TABLE.match(l):
+            continue
+        if "headers" in b.trims and nth > 0 and HEADER.match(l):
+            continue
+        if b.grep and not re.search(b.grep, l):
+            continue
+        out.append(l)
+    return out
+
+
+def record_path(root, name):
+    return os.path.join(root, "docs", "outputs", name + ".txt")
+
+
+def read_record(root, name):
+    """(header fields, output lines) of docs/outputs/NAME.txt"""
+    with open(record_path(root, name)) as f:
+        head, _, body = f.read().partition("\n\n")
+    fields = dict(l[2:].split(": ", 1) for l in head.splitlines() if l.startswith("# ") and ": " in l)
+    return fields, body.rstrip("\n").split("\n")
+
+
+def block_text(root, b):
+    """the lines between a block's markers: caption, fence, trimmed output, fence (from its record alone)"""
+    fields, body = read_record(root, b.name)
+    rel = os.path.relpath(record_path(root, b.name), os.path.join(root, os.path.dirname(b.readme)))
+    left = [TRIMS[t][0] for t in b.trims] + ([f"lines not matching `{b.grep}`"] if b.grep else [])
+    cap = (f"Recorded by `scripts/readme_outputs.py {b.name}` on {fields['date']} (commit {fields['commit']}): "
+           f"{fields['machine']}, OpenBLAS kernel {fields['kernel']}, {fields['wall']}. "
+           + (f"Left out: {'; '.join(left)}. " if left else "") + f"Whole output: [{b.name}.txt]({rel}).")
+    return [cap, "", "```", *trim(body, b), "```"]
+
+
+def run(root, b):
+    env = {**os.environ, **ENV, "OPENBLAS_CORETYPE": b.kernel}
+    out, t0 = [], time.time()
+    for cmd in b.cmds:
+        print(f"readme_outputs: {b.name}: {cmd}", flush=True)
+        p = subprocess.run(["bash", "-c", launcher(cmd)], cwd=root, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        out += [f"$ {cmd}", p.stdout.rstrip("\n")]
+        if p.returncode != 0:
+            sys.stderr.write(p.stdout[-3000:])
+            print(f"readme_outputs: {b.name}: `{cmd}` exited {p.returncode}; its block is left as it was",
+                  file=sys.stderr)
+            return False
+    wall = time.time() - t0
+    commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
+                            text=True).stdout.strip() or "unknown"
+    # a change to the programs makes the commit's name untrue; READMEs and records being rewritten do not
+    changed = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                             stdout=subprocess.PIPE, text=True).stdout.split("\n")
+    dirty = [l[3:] for l in changed if l[3:] and not l[3:].endswith(".md") and not l[3:].startswith("docs/")
+             and l[3:] != "scripts/readme_outputs.py"]
+    head = {"commands": " ;; ".join(b.cmds), "date": datetime.date.today().isoformat(),
+            "commit": commit + (" with uncommitted changes" if dirty else ""), "machine": machine(),
+            "kernel": f"{b.kernel} ({KERNELS[b.kernel]})",
+            "wall": f"{wall / 60:.1f} min wall" if wall >= 60 else f"{wall:.0f} s wall"}
+    os.makedirs(os.path.dirname(record_path(root, b.name)), exist_ok=True)
+    with open(record_path(root, b.name), "w") as f:
+        f.write("".join(f"# {k}: {v}\n" for k, v in head.items()) + "\n" + "\n".join(out) + "\n")
+    # the README may have changed while the command ran: read it again
+    now = {x.name: x for x in blocks_of(root, b.readme)[0]}
+    lines = blocks_of(root, b.readme)[1]
+    nb = now[b.name]
+    lines[nb.body + 1:nb.end] = block_text(root, nb)
+    with open(os.path.join(root, b.readme), "w") as f:
+        f.write("\n".join(lines))
+    print(f"readme_outputs: {b.name}: {b.readme} rewritten ({head['wall']})", flush=True)
+    return True
+
+
+def reading(lines, end):
+    """the paragraph right after a block's end marker: (its first line's index, its text)"""
+    i = end + 1
+    while i < len(lines) and not lines[i].strip():
+        i += 1
+    j = i
+    while j < len(lines) and lines[j].strip() and not lines[j].startswith("#") and not MARK.match(lines[j]):
+        j += 1
+    return i, " ".join(lines[i:j])
+
+
+def figure_problems(block, prose):
+    """the percentages and step numbers of prose that the block does not hold"""
+    text = "\n".join(block)
+    problems = []
+    for m in re.finditer(r"(\d+(?:\.\d+)?) ?%", prose):
+        stated = m.group(1)
+        digits = len(stated.split(".")[1]) if "." in stated else 0
+        shown = {f"{float(x):.{digits}f}" for x in re.findall(r"(\d+(?:\.\d+)?) ?%", text)}
+        if f"{float(stated):.{digits}f}" not in shown:
+            problems.append(f"{stated}% is not a percentage of the block")
+    steps = {int(x) for x in re.findall(r"^step +(\d+)/", text, re.M)}
+    for m in re.finditer(r"\bsteps? (\d+)\b", prose):
+        if int(m.group(1)) not in steps:
+            problems.append(f"step {m.group(1)} is not a step line of the block")
+    return problems
+
+
+def all_blocks(root):
+    found = []
+    for rel in readmes(root):
+        found += blocks_of(root, rel)[0]
+    return found
+
+
+def check(root):
+    problems, seen, n = [], {}, 0
+    for rel in readmes(root):
+        try:
+            blocks, lines = blocks_of(root, rel)
+        except ValueError as e:
+            problems.append(str(e))
+            continue
+        for b in blocks:
+            n += 1
+            where = f"{rel}:{b.start + 1}"
+            if b.name in seen:
+                problems.append(f"{where}: the name {b.name} is taken by {seen[b.name]} (a record per name)")
+            seen[b.name] = where
+            if not os.path.isfile(record_path(root, b.name)):
+                problems.append(f"{where}: no record docs/outputs/{b.name}.txt "
+                                f"(run scripts/readme_outputs.py {b.name})")
+                continue
+            fields, _ = read_record(root, b.name)
+            if fields.get("commands") != " ;; ".join(b.cmds):
+                problems.append(f"{where}: {b.name}'s commands are not the ones its record ran "
+                                f"(scripts/readme_outputs.py {b.name} reruns them)")
+                continue
+            want = block_text(root, b)
+            have = lines[b.body + 1:b.end]
+            if have != want:
+                k = next(k for k in range(max(len(want), len(have)) + 1)
+                         if k >= len(want) or k >= len(have) or have[k] != want[k])
+                problems.append(f"{rel}:{b.body + 2 + k}: the block differs from docs/outputs/{b.name}.txt "
+                                f"(scripts/readme_outputs.py {b.name} reruns it)")
+                continue
+            at, prose = reading(lines, b.end)
+            problems += [f"{rel}:{at + 1}: {p} ({b.name}'s record)" for p in figure_problems(want, prose)]
+    for p in problems:
+        print(f"readme_outputs: {p}")
+    print(f"readme_outputs: {n} blocks checked, {len(problems)} problems")
+    return 1 if problems else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*", help="the blocks to rerun (--list names them)")
+    ap.add_argument("--all", action="store_true", help="rerun every block")
+    ap.add_argument("--readme", help="rerun every block of this README")
+    ap.add_argument("--check", action="store_true", help="run nothing; compare the blocks with their records")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--root", default=ROOT, help="the tree whose READMEs and records are read (tests use a copy)")
+    a = ap.parse_args()
+    if a.check:
+        return check(a.root)
+    try:
+        every = all_blocks(a.root)
+    except ValueError as e:
+        print(f"readme_outputs: {e}", file=sys.stderr)
+        return 2
+    if a.list:
+        for b in every:
+            print(f"{b.readme}:{b.start + 1}  {b.name}  OPENBLAS_CORETYPE={b.kernel}  " + " ;; ".join(b.cmds))
+        return 0
+    by_name = {b.name: b for b in every}
+    chosen = every if a.all else [b for b in every if b.readme == a.readme] if a.readme else \
+        [by_name[n] for n in a.names if n in by_name]
+    unknown = [n for n in a.names if n not in by_name]
+    if unknown or not chosen:
+        print(f"readme_outputs: {'no block named ' + ', '.join(unknown) if unknown else 'name blocks, --readme or --all'}"
+              f" (--list shows them)", file=sys.stderr)
+        return 2
+    return 0 if all([run(a.root, b) for b in chosen]) else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
