@@ -20,6 +20,7 @@ states must be in the block (to the digits it states).
     python3 scripts/readme_outputs.py --readme 02_data_parallel/README.md    # every block of one README
     python3 scripts/readme_outputs.py --all                  # every block (an hour or more on 2 cores)
     python3 scripts/readme_outputs.py --check                # no runs: blocks equal their records, figures hold
+    python3 scripts/readme_outputs.py --retrim 01-run        # no runs: the block again from its record
 
 --check is what tests/tooling/readme_outputs_test.sh runs in `make test`. Exit status: 0 done / all hold,
 1 a block or a figure differs from its record (each named with README:line), 2 a run failed or an argument is
@@ -157,7 +158,8 @@ def block_text(root, b):
     rel = os.path.relpath(record_path(root, b.name), os.path.join(root, os.path.dirname(b.readme)))
     left = [TRIMS[t][0] for t in b.trims] + ([f"lines not matching `{b.grep}`"] if b.grep else [])
     cap = (f"Recorded by `scripts/readme_outputs.py {b.name}` on {fields['date']} (commit {fields['commit']}): "
-           f"{fields['machine']}, OpenBLAS kernel {fields['kernel']}, {fields['wall']}. "
+           f"{fields['machine']}, OpenBLAS kernel {fields['kernel']}, {fields['wall']}"
+           + (f" at a load average of {fields['load']}" if "load" in fields else "") + ". "
            + (f"Left out: {'; '.join(left)}. " if left else "") + f"Whole output: [{b.name}.txt]({rel}).")
     return [cap, "", "```", *trim(body, b), "```"]
 
@@ -165,6 +167,7 @@ def block_text(root, b):
 def run(root, b):
     env = {**os.environ, **ENV, "OPENBLAS_CORETYPE": b.kernel}
     out, t0 = [], time.time()
+    load = f"{os.getloadavg()[0]:.1f}"  # other work on the machine slows the steps the block shows
     for cmd in b.cmds:
         print(f"readme_outputs: {b.name}: {cmd}", flush=True)
         p = subprocess.run(["bash", "-c", launcher(cmd)], cwd=root, env=env, stdout=subprocess.PIPE,
@@ -183,22 +186,25 @@ def run(root, b):
                              stdout=subprocess.PIPE, text=True).stdout.split("\n")
     dirty = [l[3:] for l in changed if l[3:] and not l[3:].endswith(".md") and not l[3:].startswith("docs/")
              and l[3:] != "scripts/readme_outputs.py"]
-    head = {"commands": " ;; ".join(b.cmds), "date": datetime.date.today().isoformat(),
+    head = {"commands": " ;; ".join(b.cmds), "date": datetime.date.today().isoformat(), "load": load,
             "commit": commit + (" with uncommitted changes" if dirty else ""), "machine": machine(),
             "kernel": f"{b.kernel} ({KERNELS[b.kernel]})",
             "wall": f"{wall / 60:.1f} min wall" if wall >= 60 else f"{wall:.0f} s wall"}
     os.makedirs(os.path.dirname(record_path(root, b.name)), exist_ok=True)
     with open(record_path(root, b.name), "w") as f:
         f.write("".join(f"# {k}: {v}\n" for k, v in head.items()) + "\n" + "\n".join(out) + "\n")
-    # the README may have changed while the command ran: read it again
-    now = {x.name: x for x in blocks_of(root, b.readme)[0]}
-    lines = blocks_of(root, b.readme)[1]
-    nb = now[b.name]
+    rewrite(root, b)
+    return True
+
+
+def rewrite(root, b):
+    """the block between b's markers, from its record (the README is read again: it may have changed)"""
+    blocks, lines = blocks_of(root, b.readme)
+    nb = next(x for x in blocks if x.name == b.name)
     lines[nb.body + 1:nb.end] = block_text(root, nb)
     with open(os.path.join(root, b.readme), "w") as f:
         f.write("\n".join(lines))
-    print(f"readme_outputs: {b.name}: {b.readme} rewritten ({head['wall']})", flush=True)
-    return True
+    print(f"readme_outputs: {b.name}: {b.readme} rewritten from docs/outputs/{b.name}.txt", flush=True)
 
 
 def reading(lines, end):
@@ -281,6 +287,8 @@ def main():
     ap.add_argument("--all", action="store_true", help="rerun every block")
     ap.add_argument("--readme", help="rerun every block of this README")
     ap.add_argument("--check", action="store_true", help="run nothing; compare the blocks with their records")
+    ap.add_argument("--retrim", action="store_true", help="run nothing; rewrite the named blocks from their records "
+                    "(after changing a marker's trim= or grep=)")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--root", default=ROOT, help="the tree whose READMEs and records are read (tests use a copy)")
     a = ap.parse_args()
@@ -303,6 +311,14 @@ def main():
         print(f"readme_outputs: {'no block named ' + ', '.join(unknown) if unknown else 'name blocks, --readme or --all'}"
               f" (--list shows them)", file=sys.stderr)
         return 2
+    if a.retrim:
+        missing = [b.name for b in chosen if not os.path.isfile(record_path(a.root, b.name))]
+        if missing:
+            print(f"readme_outputs: --retrim: no record of {', '.join(missing)} yet", file=sys.stderr)
+            return 2
+        for b in chosen:
+            rewrite(a.root, b)
+        return 0
     return 0 if all([run(a.root, b) for b in chosen]) else 2
 
 
