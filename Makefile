@@ -10,6 +10,7 @@
 #   make run          the 5D trainer on NP=8 CPU ranks (dp 2 x tp 2 x pp 2, 1F1B) learning the addition task
 #   make run-cluster  the same on 2 fake nodes x 4 ranks (network namespaces, root; LINK_RATE=1gbit slows the link)
 #   make bench        benchmarks that print figures (GEMM, attention, training throughput)
+#   make learning-check [LC="--chapters 01 --seeds 1"]  each chapter's default run leaves the plateau? (hours)
 #   make figures [CH=NN]  the playbook's pictures from formulas, the planner and short runs -> docs/figures/
 #   make clean
 # Options: CUDA=auto|0|1   ARCH="80 90" (SM versions)   MPI=1|0 (0: single-rank build without MPI)
@@ -106,7 +107,7 @@ ifneq ($(CH),)
   endif
 endif
 
-.PHONY: all deps test mutants exercises grade grade-all run run-cluster bench figures clean help
+.PHONY: all deps test mutants exercises grade grade-all run run-cluster bench learning-check figures clean help
 # keep the objects that only a pattern rule names (the benchmarks') from being deleted as intermediates after
 # linking. Not .SECONDARY: with no names, which makes every object one that make need not rebuild when it is
 # missing: a new tests/NN_*/test_*.cpp older than its binary was silently left out of the link.
@@ -265,6 +266,12 @@ run-cluster: $(BIN)/09_5d
 bench: all
 	@BIN=$(BIN) bash scripts/run_bench.sh
 
+# Issue 32: every chapter's default command (and make run's) under OpenBLAS's AVX2 and AVX-512 kernels and seeds
+# 1-3: where it left the addition task's plateau and its final accuracy (scripts/learning_check.py; 54 runs, about
+# 4 hours on 2 cores). CI runs chapter 01's six (.ci/run). LC="--chapters 02,run --seeds 1" narrows it.
+learning-check: all
+	python3 scripts/learning_check.py --bin $(BIN) $(LC)
+
 # The playbook's pictures (tools/figures/, docs/figures/): each figure from a formula of common/formulas.hpp or the
 # planner (through build/bin/formula_dump, which calls the C++: no formula is retyped in Python) or from a short
 # run of its chapter's program on CPU ranks; PNG + the JSON of the numbers drawn. CH=NN: that chapter's figures
@@ -289,6 +296,6 @@ clean:
 	rm -rf $(BUILD)
 
 help:
-	@sed -n '2,18p' Makefile
+	@sed -n '2,19p' Makefile
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
