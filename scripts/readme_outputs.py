@@ -181,11 +181,11 @@ def run(root, b):
     wall = time.time() - t0
     commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
                             text=True).stdout.strip() or "unknown"
-    # a change to the programs makes the commit's name untrue; READMEs and records being rewritten do not
+    # a change to the programs' sources makes the commit's name untrue; docs, scripts and tests do not
     changed = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
                              stdout=subprocess.PIPE, text=True).stdout.split("\n")
-    dirty = [l[3:] for l in changed if l[3:] and not l[3:].endswith(".md") and not l[3:].startswith("docs/")
-             and l[3:] != "scripts/readme_outputs.py"]
+    dirty = [l[3:] for l in changed if l[3:] and not l[3:].endswith(".md") and
+             not l[3:].startswith(("docs/", "scripts/", "tests/", "tools/", ".ci/"))]
     head = {"commands": " ;; ".join(b.cmds), "date": datetime.date.today().isoformat(), "load": load,
             "commit": commit + (" with uncommitted changes" if dirty else ""), "machine": machine(),
             "kernel": f"{b.kernel} ({KERNELS[b.kernel]})",
