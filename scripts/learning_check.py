@@ -55,6 +55,16 @@ def accuracies(jsonl):
     return out
 
 
+def last_step(jsonl):
+    """the last step a run's JSONL logged (None: no file, or no step)"""
+    try:
+        with open(jsonl) as f:
+            steps = [json.loads(line).get("step") for line in f if line.strip()]
+        return steps[-1] if steps else None
+    except (OSError, ValueError):
+        return None
+
+
 def cpu_has(flag):
     """whether /proc/cpuinfo lists this instruction-set flag (Linux; elsewhere: assume it does)"""
     try:
@@ -82,6 +92,8 @@ def main():
                     "'--lr 1e-3 --weight-decay 0'); outputs are named after them")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--out", default="/tmp/learning_check")
+    ap.add_argument("--keep", action="store_true", help="reuse a run whose JSONL in --out already reaches its last "
+                    "step (the whole check takes hours: it can be made in parts)")
     ap.add_argument("--list", action="store_true", help="print the runs and stop")
     a = ap.parse_args()
     chapters = a.chapters.split(",")
@@ -115,8 +127,11 @@ def main():
             sys.exit(f"learning_check: {exe} is missing: build it first (make all)")
         t0 = time.time()
         env = {**os.environ, "OPENBLAS_CORETYPE": kernel, "OPENBLAS_NUM_THREADS": "1"}
-        with open(stem + ".txt", "w") as log:
-            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+        if a.keep and last_step(stem + ".jsonl") == steps:
+            rc = 0  # made before, to its last step
+        else:
+            with open(stem + ".txt", "w") as log:
+                rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
         secs = time.time() - t0
         if rc != 0:
             print(f"[{i + 1}/{len(plan)}] {name} {kernel} seed {seed}: exit {rc} after {secs:.0f} s ({stem}.txt)",
