@@ -9,7 +9,7 @@ A README block is generated when it sits between a marker that holds its command
 Before ":": the block's name (unique; its whole output is kept in docs/outputs/NAME.txt) and options:
 kernel=Haswell|SkylakeX (the OpenBLAS kernel it runs under, Haswell by default), trim=evals,tables,... (the
 lines left out: evals = step lines without an evaluation, except the first and the last; tables = the memory
-tables; headers = a later command's header lines), grep=REGEX (only lines matching it). After ":", the
+tables; headers = a later command's header lines; build = compiler lines of a make that rebuilt), grep=REGEX (only lines matching it). After ":", the
 commands exactly as a reader types them, separated by " ;; ". Between the markers go a caption (machine, BLAS
 kernel, date, commit, what was left out) and the trimmed output, each command's lines after "$ command".
 The paragraph right after `<!-- /output -->` is the block's reading: every percentage and every "step N" it
@@ -43,10 +43,12 @@ TRIMS = {  # name: (what the caption says was left out, the test a dropped line 
     "evals": ("step lines without an evaluation (the first and last kept)", None),
     "tables": ("the memory tables", None),
     "headers": ("the header lines of every command after the first", None),
+    "build": ("the compiler lines of a make that rebuilt first", None),
 }
 STEP = re.compile(r"^step +(\d+)/(\d+) ")
 TABLE = re.compile(r"^(memory (by tag|on )|  (params|grads|master|optim|activations|comm|workspace|total) +\S+ +\S+$|"
                    r"  \(\+ [0-9.]+\S+ of freed blocks)")
+BUILD = re.compile(r"^(g\+\+|gcc|nvcc|ar|ranlib|mkdir|make\[\d+\]:) ")
 HEADER = re.compile(r"^(\S+: model |device |data |batch: |ln\(vocab\)|loaded |model state formula)")
 ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 MARK = re.compile(r"^<!-- output (.+?) -->$")
@@ -129,6 +131,8 @@ def trim(body, b):
             continue
         m = STEP.match(l)
         if "evals" in b.trims and m and "| acc " not in l and m.group(1) not in ("1", m.group(2)):
+            continue
+        if "build" in b.trims and BUILD.match(l):
             continue
         if "tables" in b.trims and TABLE.match(l):
             continue
