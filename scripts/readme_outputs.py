@@ -7,10 +7,11 @@ A README block is generated when it sits between a marker that holds its command
     <!-- output 02-run : mpirun -np 2 build/bin/02_data_parallel --dp 2 ;; build/bin/01_single_gpu --steps 5 -->
 
 Before ":": the block's name (unique; its whole output is kept in docs/outputs/NAME.txt) and options:
-kernel=Haswell|SkylakeX (the OpenBLAS kernel it runs under, Haswell by default), trim=evals,tables,... (the
+kernel=Haswell|SkylakeX (the OpenBLAS kernel it runs under, Haswell by default), exit=N (the last command's
+exit status when it fails on purpose: a refusal, an injected fault; 0 by default), trim=evals,tables,... (the
 lines left out: evals = step lines without an evaluation, except the first and the last; tables = the memory
-tables; headers = a later command's header lines; build = compiler lines of a make that rebuilt), grep=REGEX (only lines matching it). After ":", the
-commands exactly as a reader types them, separated by " ;; ". Between the markers go a caption (machine, BLAS
+tables; headers = a later command's header lines; build = compiler lines of a make that rebuilt), grep=REGEX
+(only lines matching it). After ":", the commands exactly as a reader types them, separated by " ;; ". Between the markers go a caption (machine, BLAS
 kernel, date, commit, what was left out) and the trimmed output, each command's lines after "$ command".
 The paragraph right after `<!-- /output -->` is the block's reading: every percentage and every "step N" it
 states must be in the block (to the digits it states).
@@ -65,14 +66,15 @@ class Block:
         if not sep or not words or not cmds.strip():
             raise ValueError(f"{readme}:{start + 1}: a marker is `<!-- output NAME [options] : COMMAND -->`")
         self.name, opts = words[0], dict(w.split("=", 1) for w in words[1:] if "=" in w)
-        bad = [w for w in words[1:] if "=" not in w] + [k for k in opts if k not in ("kernel", "trim", "grep")]
+        bad = [w for w in words[1:] if "=" not in w] + [k for k in opts if k not in ("kernel", "trim", "grep", "exit")]
         self.kernel = opts.get("kernel", "Haswell")
         self.trims = [t for t in opts.get("trim", "").split(",") if t]
         self.grep = opts.get("grep")
         self.cmds = [c.strip() for c in cmds.split(" ;; ")]
-        if bad or self.kernel not in KERNELS or any(t not in TRIMS for t in self.trims):
+        self.exit = opts.get("exit", "0")  # the last command's exit status (a demo of a refusal or a fault: not 0)
+        if bad or self.kernel not in KERNELS or any(t not in TRIMS for t in self.trims) or not self.exit.isdigit():
             raise ValueError(f"{readme}:{start + 1}: {self.name}: options are kernel={'|'.join(KERNELS)}, "
-                             f"trim={','.join(TRIMS)}, grep=REGEX (read {' '.join(words[1:])})")
+                             f"trim={','.join(TRIMS)}, grep=REGEX, exit=N (read {' '.join(words[1:])})")
 
 
 def blocks_of(root, rel):
@@ -172,16 +174,20 @@ def run(root, b):
     env = {**os.environ, **ENV, "OPENBLAS_CORETYPE": b.kernel}
     out, t0 = [], time.time()
     load = f"{os.getloadavg()[0]:.1f}"  # other work on the machine slows the steps the block shows
-    for cmd in b.cmds:
+    for k, cmd in enumerate(b.cmds):
         print(f"readme_outputs: {b.name}: {cmd}", flush=True)
         p = subprocess.run(["bash", "-c", launcher(cmd)], cwd=root, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
         out += [f"$ {cmd}", p.stdout.rstrip("\n")]
-        if p.returncode != 0:
+        want = int(b.exit) if k == len(b.cmds) - 1 else 0
+        if p.returncode != want:
             sys.stderr.write(p.stdout[-3000:])
-            print(f"readme_outputs: {b.name}: `{cmd}` exited {p.returncode}; its block is left as it was",
-                  file=sys.stderr)
+            print(f"readme_outputs: {b.name}: `{cmd}` exited {p.returncode}, not {want}"
+                  f"{' (a demo that fails on purpose says exit=N in its marker)' if want == 0 else ''}; "
+                  f"its block is left as it was", file=sys.stderr)
             return False
+    if b.exit != "0":
+        out.append(f"(exit status {b.exit})")
     wall = time.time() - t0
     commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
                             text=True).stdout.strip() or "unknown"

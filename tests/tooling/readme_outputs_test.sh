@@ -8,7 +8,8 @@
 # "step N" in the paragraph after a block is in the block (--check, nothing run). Then a stand-in README whose
 # command is a short script is recorded for real, and planted faults must each be refused naming what broke: a
 # stated accuracy the run did not print, a step it has no line for, a figure in the block changed by hand, a
-# record missing, a command edited without a rerun, a marker without its command.
+# record missing, a command edited without a rerun, a marker without its command; and a demo that fails on
+# purpose is recorded only when its marker says exit=N.
 # Prints "N passed, N failed, N skipped" like the test binaries.
 #   bash tests/tooling/readme_outputs_test.sh
 set -uo pipefail
@@ -54,6 +55,19 @@ if python3 "$tool" --root "$tmp/t" fx-run >"$tmp/rec.txt" 2>&1; then
 else bad "recording the stand-in block failed"; cat "$tmp/rec.txt"; fi
 if python3 "$tool" --check --root "$tmp/t" >"$tmp/out.txt" 2>&1; then ok "the recorded stand-in passes the check"
 else bad "the recorded stand-in fails the check"; cat "$tmp/out.txt"; fi
+
+# a demo that fails on purpose: recorded only when its marker says the exit status
+mkdir -p "$tmp/f/01_x"
+printf 'echo "refused: --steps -1 must be >= 1"\nexit 3\n' >"$tmp/f/01_x/fail.sh"
+printf '# f\n\n<!-- output fx-fail : bash 01_x/fail.sh -->\n<!-- /output -->\n' >"$tmp/f/01_x/README.md"
+if python3 "$tool" --root "$tmp/f" fx-fail >"$tmp/rec.txt" 2>&1; then bad "a failing command without exit= was recorded"
+elif grep -q "exited 3, not 0" "$tmp/rec.txt"; then ok "a failing command without exit= is refused, naming its status"
+else bad "a failing command without exit=: no reason given"; cat "$tmp/rec.txt"; fi
+sed -i 's/fx-fail :/fx-fail exit=3 :/' "$tmp/f/01_x/README.md"
+if python3 "$tool" --root "$tmp/f" fx-fail >"$tmp/rec.txt" 2>&1 && grep -q '^(exit status 3)' "$tmp/f/01_x/README.md" &&
+   python3 "$tool" --check --root "$tmp/f" >/dev/null 2>&1
+then ok "with exit=3 it is recorded, its status shown in the block"
+else bad "exit=3 did not record the failing demo"; cat "$tmp/rec.txt"; fi
 
 copy() { rm -rf "$tmp/c" && cp -r "$tmp/t" "$tmp/c"; }
 refused() {  # refused NAME PATTERN: the check on the copy fails and says PATTERN
