@@ -238,7 +238,8 @@ def figure_problems(block, prose):
         shown = {f"{float(x):.{digits}f}" for x in re.findall(r"(\d+(?:\.\d+)?) ?%", text)}
         if f"{float(stated):.{digits}f}" not in shown:
             problems.append(f"{stated}% is not a percentage of the block")
-    steps = {int(x) for x in re.findall(r"^step +(\d+)/", text, re.M)}
+    steps = {int(x) for x in re.findall(r"^step +(\d+)/", text, re.M)}  # its step lines,
+    steps |= {int(x) for x in re.findall(r"\bafter step (\d+)\b", text)}  # and steps a message names
     for m in re.finditer(r"\bsteps? (\d+)\b", prose):
         if int(m.group(1)) not in steps:
             problems.append(f"step {m.group(1)} is not a step line of the block")
