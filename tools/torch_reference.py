@@ -193,6 +193,14 @@ def main():
         loss = torch.nn.functional.cross_entropy(logits, targets, ignore_index=-1, reduction="sum")
         return logits, loss / meta["global_tokens"]
 
+    # A model far from its initialisation (reference_testing.hpp's `far`: matrices N(0, 0.3^2)) has peaked
+    # attention, and the softmax's backward subtracts nearly equal terms: f32 rounding then reaches a few 1e-6 of
+    # the largest gradient (2.9e-6 on layer 0's k_proj with OpenBLAS's AVX2 sgemm, on the batch of the addition
+    # task with zero operands). Its gradients' floor is 1e-5 of max|g|; a model near initialisation keeps 1e-6.
+    peaked = float(flat0.abs().median()) > 0.05  # near init: about 0.013 (0.674 x 0.02); far: about 0.2
+    grad_floor = 1e-5 if peaked else 1e-6
+    record["grad_floor"] = grad_floor
+
     # 1. logits, loss and every gradient at the initial weights
     logits, loss = loss_fn()
     loss.backward()
@@ -205,7 +213,8 @@ def main():
     for name, key in model.names:
         t = next(t for t in tensors if t["name"] == name)
         ours = grads[t["offset"]: t["offset"] + t["numel"]]
-        ok &= close("grad " + name, ours, model.p[key].grad.reshape(-1), 1e-3, 1e-6 * float(model.p[key].grad.abs().max()) + 1e-9)
+        ok &= close("grad " + name, ours, model.p[key].grad.reshape(-1), 1e-3,
+                    grad_floor * float(model.p[key].grad.abs().max()) + 1e-9)
         record["grads"][name] = samples(model.p[key].grad)
 
     # 2. five AdamW steps on the same batch (norm weights without weight decay), global grad-norm clipping

@@ -14,7 +14,8 @@
 //                    AVX-512 sgemm, 7.8e-6 with its AVX2 one)
 //   logits           64 strided samples within 1e-4·|ref| + 1e-5; per token row its loss (logsumexp minus
 //                    the target's logit) to 1e-5 relative and its sum of squares; the whole sum of squares
-//   each gradient    64 samples within 1e-3·|ref| + 1e-6·max|ref|; its sum of squares and max |g|
+//   each gradient    64 samples within 1e-3·|ref| + 1e-6·max|ref| (1e-5 for `far`, whose peaked attention
+//                    rounds more: torch_reference.py); its sum of squares and max |g|
 //   each weight      after 5 AdamW steps: 64 samples within 1e-4·|ref| + 0.05·lr (torch_reference.py says
 //                    why a twentieth of a step); its sum of squares
 // A sum of squares is held to what the elementwise tolerance implies for it (sum_squares_tolerance).
@@ -168,7 +169,8 @@ void check_against_golden(const std::string& dir, const std::string& path) {
         const int64_t off = t.at("offset");
         REQUIRE_MESSAGE(gold.at("grads").contains(name), path << " has no gradient of " << name);
         const json& gg = gold.at("grads").at(name);
-        check_tensor(grads.data() + off, n, gg, 1e-3, 1e-6 * (double)gg.at("max_abs") + 1e-9, "gradient of " + name);
+        const double floor = gold.value("grad_floor", 1e-6);  // 1e-5 for a peaked model (torch_reference.py)
+        check_tensor(grads.data() + off, n, gg, 1e-3, floor * (double)gg.at("max_abs") + 1e-9, "gradient of " + name);
         REQUIRE_MESSAGE(gold.at("weights_after_steps").contains(name), path << " has no weights of " << name);
         check_tensor(p5.data() + off, n, gold.at("weights_after_steps").at(name), 1e-4, 0.05 * lr,
                      strfmt("%s after %d steps", name.c_str(), (int)meta.at("steps")));
