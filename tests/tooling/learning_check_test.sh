@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # learning_check_test.sh — scripts/learning_check.py's verdicts, on stand-in programs (no training: a second):
 #   1. a run whose measured accuracy climbs past 10 % at step 200 and ends at 95 %: "left the plateau at 200",
-#      final 95.0 %, exit 0;
+#      final 95.0 %, exit 0; the same judged by the loss for a program that logs no accuracy (07), and its
+#      flat counterpart;
 #   2. a run that stays on the plateau (accuracy 0-4 %): "never", verdict NO, exit 1;
 #   3. one that leaves the plateau but ends below the promised 90 %: NO, exit 1;
 #   4. a program that fails: exit 2, naming its output file;
@@ -41,13 +42,22 @@ check=(python3 "$tool" --chapters 01 --seeds 1 --kernels Haswell)  # + --out DIR
 
 learns=$(stand_in learns 0.0 0.12 0.5 0.9 0.95 1.0)
 expect_ok "a run that leaves the plateau at step 200 and ends at 95 %" 20 \
-    "left the plateau at 200, final accuracy 95.0 % && step 200 && 95.0 %       90%  ok" "${check[@]}" --out "$TMP/out_learns" --bin "$learns"
+    "left the plateau at 200, final 95.0 % && step 200 && 95.0 %       90%  ok" "${check[@]}" --out "$TMP/out_learns" --bin "$learns"
 flat=$(stand_in flat 0.0 0.02 0.04 0.01 0.0)
 expect_fail "a run that never leaves the plateau: NO, exit 1" 20 "left the plateau at never && never && NO" \
     "${check[@]}" --out "$TMP/out_flat" --bin "$flat"
 short=$(stand_in short 0.0 0.3 0.5 0.6 0.7)
 expect_fail "a run that leaves it but ends below the promise: NO, exit 1" 20 "step 200 && 60.0 % && NO" \
     "${check[@]}" --out "$TMP/out_short" --bin "$short"
+# a program that measures no accuracy (07's pipeline): judged by its loss
+lossy=$(stand_in lossy 1.2 0.8 0.3 0.05 0.02 0.01)
+sed -i 's/"loss\\": 1.0, \\"task_accuracy\\": \$acc/"loss\\": $acc/' "$lossy/01_single_gpu"
+expect_ok "a run without accuracy: its loss leaves the plateau at step 200 and ends low" 20 \
+    "left the plateau at 200, final loss 0.0100 && loss 0.0100       90%  ok" "${check[@]}" --out "$TMP/out_lossy" --bin "$lossy"
+lossflat=$(stand_in lossflat 1.2 1.15 1.16 1.14 1.15 1.15)
+sed -i 's/"loss\\": 1.0, \\"task_accuracy\\": \$acc/"loss\\": $acc/' "$lossflat/01_single_gpu"
+expect_fail "a run without accuracy whose loss stays on the plateau: NO" 20 "left the plateau at never && NO" \
+    "${check[@]}" --out "$TMP/out_lossflat" --bin "$lossflat"
 broken=$(stand_in broken 0.0 fail)
 out=$("${check[@]}" --out "$TMP/out_broken" --bin "$broken" 2>&1)
 rc=$?
