@@ -48,32 +48,23 @@ LOSS_PROMISE = 0.1  # ... and the loss a run that answers about 90 % exactly is 
 
 def judge(jsonl, promised):
     """(the step it left the plateau or None, its final figure as text, whether it kept the promise)"""
-    acc = accuracies(jsonl)
+    with open(jsonl) as f:
+        log = [json.loads(line) for line in f if line.strip()]
+    # evaluations, or the head stage's per-step meter
+    acc = [(j["step"], j["task_accuracy"]) for j in log if "task_accuracy" in j]
     if acc:
         left = next((st for st, x in acc if x >= LEFT), None)
         last = [x for _, x in acc[-3:]]
         final = sum(last) / len(last)
         return left, f"{100 * final:.1f} %", left is not None and final >= promised
     # no accuracy in the log (07 spreads the model over stages and has no evaluation): the loss says it
-    with open(jsonl) as f:
-        losses = [(j["step"], j["loss"]) for j in map(json.loads, f) if "loss" in j]
+    losses = [(j["step"], j["loss"]) for j in log if "loss" in j]
     if not losses:
         return None, None, False
     left = next((st for st, x in losses if x < LEFT_LOSS), None)
     tail = [x for _, x in losses[-max(1, len(losses) // 10):]]
     final = sum(tail) / len(tail)
     return left, f"loss {final:.4f}", left is not None and final <= LOSS_PROMISE
-
-
-def accuracies(jsonl):
-    """(step, accuracy) of every measurement in a run's JSONL: evaluations, or the head stage's per-step meter"""
-    out = []
-    with open(jsonl) as f:
-        for line in f:
-            j = json.loads(line)
-            if "task_accuracy" in j:
-                out.append((j["step"], j["task_accuracy"]))
-    return out
 
 
 def last_step(jsonl):
@@ -95,11 +86,17 @@ def cpu_has(flag):
         return True
 
 
-def mpirun(np):
-    """the launcher of an np-rank run; OPENBLAS_CORETYPE passed on to every rank"""
+def mpirun_launcher():
+    """mpirun as the Makefile's MPIRUN launches it, OPENBLAS_CORETYPE passed on to every rank (also
+    scripts/readme_outputs.py's)"""
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []  # OpenMPI refuses root without it
     return ["mpirun", *root, "--oversubscribe", "--bind-to", "none", "-x", "OPENBLAS_NUM_THREADS=1", "-x",
-            "OMP_NUM_THREADS=1", "-x", "OPENBLAS_CORETYPE", "-np", str(np)]
+            "OMP_NUM_THREADS=1", "-x", "OPENBLAS_CORETYPE"]
+
+
+def mpirun(np):
+    """the launcher of an np-rank run"""
+    return mpirun_launcher() + ["-np", str(np)]
 
 
 def main():

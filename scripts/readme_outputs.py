@@ -38,13 +38,14 @@ import subprocess
 import sys
 import time
 
+from learning_check import KERNELS, mpirun_launcher  # the kernels' names, the Makefile's mpirun
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KERNELS = {"Haswell": "AVX2", "SkylakeX": "AVX-512"}
-TRIMS = {  # name: (what the caption says was left out, the test a dropped line passes)
-    "evals": ("step lines without an evaluation (the first and last kept)", None),
-    "tables": ("the memory tables", None),
-    "headers": ("the header lines of every command after the first", None),
-    "build": ("the compiler lines of a make that rebuilt first", None),
+TRIMS = {  # name: what the caption says was left out
+    "evals": "step lines without an evaluation (the first and last kept)",
+    "tables": "the memory tables",
+    "headers": "the header lines of every command after the first",
+    "build": "the compiler lines of a make that rebuilt first",
 }
 STEP = re.compile(r"^step +(\d+)/(\d+) ")
 TABLE = re.compile(r"^(memory (by tag|on )|  (params|grads|master|optim|activations|comm|workspace|total) +\S+ +\S+$|"
@@ -106,9 +107,7 @@ def readmes(root):
 def launcher(cmd):
     """the command as the Makefile runs it: mpirun gets root and oversubscribe flags"""
     if cmd.startswith("mpirun "):
-        extra = ("--allow-run-as-root " if os.geteuid() == 0 else "") + "--oversubscribe --bind-to none " \
-                "-x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS -x OPENBLAS_CORETYPE "
-        return "mpirun " + extra + cmd[len("mpirun "):]
+        return " ".join(mpirun_launcher()) + cmd[len("mpirun"):]
     return cmd
 
 
@@ -158,11 +157,11 @@ def read_record(root, name):
     return fields, body.rstrip("\n").split("\n")
 
 
-def block_text(root, b):
+def block_text(root, b, record):
     """the lines between a block's markers: caption, fence, trimmed output, fence (from its record alone)"""
-    fields, body = read_record(root, b.name)
+    fields, body = record
     rel = os.path.relpath(record_path(root, b.name), os.path.join(root, os.path.dirname(b.readme)))
-    left = [TRIMS[t][0] for t in b.trims] + ([f"lines not matching `{b.grep}`"] if b.grep else [])
+    left = [TRIMS[t] for t in b.trims] + ([f"lines not matching `{b.grep}`"] if b.grep else [])
     cap = (f"Recorded by `scripts/readme_outputs.py {b.name}` on {fields['date']} (commit {fields['commit']}): "
            f"{fields['machine']}, OpenBLAS kernel {fields['kernel']}, {fields['wall']}"
            + (f" at a load average of {fields['load']}" if "load" in fields else "") + ". "
@@ -211,7 +210,7 @@ def rewrite(root, b):
     """the block between b's markers, from its record (the README is read again: it may have changed)"""
     blocks, lines = blocks_of(root, b.readme)
     nb = next(x for x in blocks if x.name == b.name)
-    lines[nb.body + 1:nb.end] = block_text(root, nb)
+    lines[nb.body + 1:nb.end] = block_text(root, nb, read_record(root, nb.name))
     with open(os.path.join(root, b.readme), "w") as f:
         f.write("\n".join(lines))
     print(f"readme_outputs: {b.name}: {b.readme} rewritten from docs/outputs/{b.name}.txt", flush=True)
@@ -271,12 +270,12 @@ def check(root):
                 problems.append(f"{where}: no record docs/outputs/{b.name}.txt "
                                 f"(run scripts/readme_outputs.py {b.name})")
                 continue
-            fields, _ = read_record(root, b.name)
-            if fields.get("commands") != " ;; ".join(b.cmds):
+            record = read_record(root, b.name)
+            if record[0].get("commands") != " ;; ".join(b.cmds):
                 problems.append(f"{where}: {b.name}'s commands are not the ones its record ran "
                                 f"(scripts/readme_outputs.py {b.name} reruns them)")
                 continue
-            want = block_text(root, b)
+            want = block_text(root, b, record)
             have = lines[b.body + 1:b.end]
             if have != want:
                 k = next(k for k in range(max(len(want), len(have)) + 1)
