@@ -18,7 +18,7 @@ COLORS = {"none": "#c44e52", "aux": "#4c72b0", "bias": "#55a868"}
 def load(ctx):
     fig, axes = new_figure(f"Tokens per expert per step, MoE layer 0 ({STEPS} steps of 08_expert_parallel on 2 ranks, "
                            "ep 2, micro-batch 2)", "Expert parallelism — load balancing: aux loss, bias",
-                           ncols=4, figsize=(16, 4.8), gridspec_kw={"width_ratios": [1, 1, 1, 1.3]})
+                           ncols=5, figsize=(16, 4.8), gridspec_kw={"width_ratios": [1, 1, 1, 0.06, 1.3]})
     data = {"steps": STEPS, "machine": ctx.machine(), "runs": {}}
     vmax = 3.0
     for i, (mode, extra) in enumerate(RUNS):
@@ -38,9 +38,10 @@ def load(ctx):
         ax.set_xlabel("step")
         ax.set_ylabel("expert")
         ax.grid(False)
-        axes[0][3].plot(range(1, STEPS + 1), maxvio, color=COLORS[mode], label=mode)
-    fig.colorbar(im, ax=[axes[0][0], axes[0][1], axes[0][2]], label="tokens / mean (1 = balanced)", shrink=0.8)
-    ax = axes[0][3]
+        axes[0][4].plot(range(1, STEPS + 1), maxvio, color=COLORS[mode], label=mode)
+    # the colour bar in a column of its own: one taken from the panels' space overlaps them after tight_layout
+    fig.colorbar(im, cax=axes[0][3], label="tokens / mean (1 = balanced)")
+    ax = axes[0][4]
     ax.set_xlabel("step")
     ax.set_ylabel("MaxVio = max / mean - 1 (mean of the layers)")
     ax.set_title("imbalance per step", fontsize=9)
