@@ -8,7 +8,8 @@ A README block is generated when it sits between a marker that holds its command
 
 Before ":": the block's name (unique; its whole output is kept in docs/outputs/NAME.txt) and options:
 kernel=Haswell|SkylakeX (the OpenBLAS kernel it runs under, Haswell by default), exit=N (the last command's
-exit status when it fails on purpose: a refusal, an injected fault; 0 by default), trim=evals,tables,... (the
+exit status when it fails on purpose: a refusal, an injected fault; 0 by default; exit=N,N,... one status per
+command, for a block of several refusals), trim=evals,tables,... (the
 lines left out: evals = step lines without an evaluation, except the first and the last; tables = the memory
 tables; headers = a later command's header lines; build = compiler lines of a make that rebuilt), grep=REGEX
 (only lines matching it). After ":", the commands exactly as a reader types them, separated by " ;; ". Between the markers go a caption (machine, BLAS
@@ -72,10 +73,14 @@ class Block:
         self.trims = [t for t in opts.get("trim", "").split(",") if t]
         self.grep = opts.get("grep")
         self.cmds = [c.strip() for c in cmds.split(" ;; ")]
-        self.exit = opts.get("exit", "0")  # the last command's exit status (a demo of a refusal or a fault: not 0)
-        if bad or self.kernel not in KERNELS or any(t not in TRIMS for t in self.trims) or not self.exit.isdigit():
+        # each command's exit status: a demo of a refusal or a fault is not 0; exit=N is the last command's
+        exits = opts.get("exit", "0").split(",")
+        self.exits = exits if len(exits) == len(self.cmds) else ["0"] * (len(self.cmds) - 1) + exits
+        if bad or self.kernel not in KERNELS or any(t not in TRIMS for t in self.trims) or \
+                not all(e.isdigit() for e in self.exits) or len(self.exits) != len(self.cmds):
             raise ValueError(f"{readme}:{start + 1}: {self.name}: options are kernel={'|'.join(KERNELS)}, "
-                             f"trim={','.join(TRIMS)}, grep=REGEX, exit=N (read {' '.join(words[1:])})")
+                             f"trim={','.join(TRIMS)}, grep=REGEX, exit=N or one N per command "
+                             f"(read {' '.join(words[1:])})")
 
 
 def blocks_of(root, rel):
@@ -178,15 +183,15 @@ def run(root, b):
         p = subprocess.run(["bash", "-c", launcher(cmd)], cwd=root, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
         out += [f"$ {cmd}", p.stdout.rstrip("\n")]
-        want = int(b.exit) if k == len(b.cmds) - 1 else 0
+        want = int(b.exits[k])
         if p.returncode != want:
             sys.stderr.write(p.stdout[-3000:])
             print(f"readme_outputs: {b.name}: `{cmd}` exited {p.returncode}, not {want}"
                   f"{' (a demo that fails on purpose says exit=N in its marker)' if want == 0 else ''}; "
                   f"its block is left as it was", file=sys.stderr)
             return False
-    if b.exit != "0":
-        out.append(f"(exit status {b.exit})")
+        if want:
+            out.append(f"(exit status {want})")
     wall = time.time() - t0
     commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
                             text=True).stdout.strip() or "unknown"
