@@ -49,6 +49,7 @@ TRIMS = {  # name: what the caption says was left out
     "build": "the compiler lines of a make that rebuilt first",
 }
 STEP = re.compile(r"^step +(\d+)/(\d+) ")
+EXIT = re.compile(r"^\(exit status \d+\)$")
 TABLE = re.compile(r"^(memory (by tag|on )|  (params|grads|master|optim|activations|comm|workspace|total) +\S+ +\S+$|"
                    r"  \(\+ [0-9.]+\S+ of freed blocks)")
 BUILD = re.compile(r"^(g\+\+|gcc|nvcc|ar|ranlib|mkdir|make\[\d+\]:) ")
@@ -133,6 +134,9 @@ def trim(body, b):
         l = l.rstrip()
         if l.startswith("$ "):
             nth += 1
+            out.append(l)
+            continue
+        if EXIT.match(l):  # a demo's status is the script's line, not the program's: no grep hides it
             out.append(l)
             continue
         m = STEP.match(l)

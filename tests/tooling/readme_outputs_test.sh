@@ -64,16 +64,17 @@ sed -i 's/fx-fail :/fx-fail exit=3 :/' "$TMP/f/01_x/README.md"
 expect_ok "with exit=3 it is recorded" 30 "fx-fail: 01_x/README.md rewritten" python3 "$tool" --root "$TMP/f" fx-fail
 expect_ok "... its status shown in the block, which passes the check" 30 "0 problems" \
     bash -c "grep -q '^(exit status 3)' '$TMP/f/01_x/README.md' && python3 '$tool' --check --root '$TMP/f'"
-# several refusals in one block: exit=N is the last command's status, exit=N,N,... one per command
-printf '# g\n\n<!-- output fx-fails exit=3 : bash 01_x/fail.sh ;; bash 01_x/fail.sh -->\n<!-- /output -->\n' \
+# several refusals in one block: exit=N is the last command's status, exit=N,N,... one per command; a
+# grep= (here ^refused) does not hide the status lines
+printf '# g\n\n<!-- output fx-fails exit=3 grep=^refused : bash 01_x/fail.sh ;; bash 01_x/fail.sh -->\n<!-- /output -->\n' \
     >"$TMP/f/01_x/README.md"
 expect_fail "two refusals with exit=3: the first one's status is refused" 30 "exited 3, not 0" \
     python3 "$tool" --root "$TMP/f" fx-fails
-sed -i 's/fx-fails exit=3 :/fx-fails exit=3,3 :/' "$TMP/f/01_x/README.md"
+sed -i 's/fx-fails exit=3 grep/fx-fails exit=3,3 grep/' "$TMP/f/01_x/README.md"
 expect_ok "with exit=3,3 both are recorded, each with its status" 30 "0 problems" \
     bash -c "python3 '$tool' --root '$TMP/f' fx-fails && [ \$(grep -c '^(exit status 3)' '$TMP/f/01_x/README.md') = 2 ] &&
              python3 '$tool' --check --root '$TMP/f'"
-sed -i 's/fx-fails exit=3,3 :/fx-fails exit=3,3,3 :/' "$TMP/f/01_x/README.md"
+sed -i 's/fx-fails exit=3,3 grep/fx-fails exit=3,3,3 grep/' "$TMP/f/01_x/README.md"
 expect_fail "exit= with more statuses than commands refused" 30 "one N per command" \
     python3 "$tool" --check --root "$TMP/f"
 
