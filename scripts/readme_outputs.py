@@ -9,11 +9,12 @@ A README block is generated when it sits between a marker that holds its command
 Before ":": the block's name (unique; its whole output is kept in docs/outputs/NAME.txt) and options:
 kernel=Haswell|SkylakeX (the OpenBLAS kernel it runs under, Haswell by default), exit=N (the last command's
 exit status when it fails on purpose: a refusal, an injected fault; 0 by default; exit=N,N,... one status per
-command, for a block of several refusals), trim=evals,tables,... (the
-lines left out: evals = step lines without an evaluation, except the first and the last; tables = the memory
-tables; headers = a later command's header lines; build = compiler lines of a make that rebuilt), grep=REGEX
-(only lines matching it). After ":", the commands exactly as a reader types them, separated by " ;; ". Between the markers go a caption (machine, BLAS
-kernel, date, commit, what was left out) and the trimmed output, each command's lines after "$ command".
+command, for a block of several refusals), trim=evals,tables,... (the lines left out: evals = step lines
+without an evaluation, except the first and the last; tables = the memory tables; layout = 09_5d's layout,
+memory-per-rank and bytes-per-axis tables; headers = a later command's header lines; build = compiler lines of
+a make that rebuilt), grep=REGEX (only lines matching it). After ":", the commands exactly as a reader types
+them, separated by " ;; ". Between the markers go a caption (machine, BLAS kernel, date, commit, what was left
+out) and the trimmed output, each command's lines after "$ command".
 The paragraph right after `<!-- /output -->` is the block's reading: every percentage and every "step N" it
 states must be in the block (to the digits it states).
 
@@ -47,12 +48,14 @@ TRIMS = {  # name: what the caption says was left out
     "tables": "the memory tables",
     "headers": "the header lines of every command after the first",
     "build": "the compiler lines of a make that rebuilt first",
+    "layout": "the layout, memory-per-rank and bytes-per-axis tables",
 }
 STEP = re.compile(r"^step +(\d+)/(\d+) ")
 EXIT = re.compile(r"^\(exit status \d+\)$")
 TABLE = re.compile(r"^(memory (by tag|on )|  (params|grads|master|optim|activations|comm|workspace|total) +\S+ +\S+$|"
                    r"  \(\+ [0-9.]+\S+ of freed blocks)")
 BUILD = re.compile(r"^(g\+\+|gcc|nvcc|ar|ranlib|mkdir|make\[\d+\]:) ")
+LAYOUT = re.compile(r"^(layout: rank -> |memory per rank |bytes each rank sent )")  # 09's tables: to a blank line
 HEADER = re.compile(r"^(\S+: model |device |data |batch: |ln\(vocab\)|loaded |model state formula)")
 ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 MARK = re.compile(r"^<!-- output (.+?) -->$")
@@ -129,9 +132,12 @@ def machine():
 
 def trim(body, b):
     """the record's lines that the block shows"""
-    out, nth = [], -1
+    out, nth, in_layout = [], -1, False
     for l in body:
         l = l.rstrip()
+        if "layout" in b.trims and (in_layout or LAYOUT.match(l)):
+            in_layout = bool(l)  # a table goes on to its blank line, which goes with it
+            continue
         if l.startswith("$ "):
             nth += 1
             out.append(l)

@@ -24,6 +24,7 @@ expect_ok "the tree's blocks equal their records, their figures hold" 60 "0 prob
 mkdir -p "$TMP/t/01_x"
 cat >"$TMP/t/01_x/run.sh" <<'EOF'
 echo "01_x: model stand-in"
+printf 'layout: rank -> coordinates\n  rank  node\n     0     0\n\n'
 for s in 1 50 100 150 200 250 300; do
     if [ $((s % 100)) = 0 ]; then echo "step $s/300 | loss 0.$((900 - 2 * s)) | acc $((s / 5)).5% | val loss 0.5"
     else echo "step $s/300 | loss 0.$((900 - 2 * s))"; fi
@@ -34,7 +35,7 @@ EOF
 cat >"$TMP/t/01_x/README.md" <<'EOF'
 # stand-in
 
-<!-- output fx-run trim=evals,tables : bash 01_x/run.sh -->
+<!-- output fx-run trim=evals,tables,layout : bash 01_x/run.sh -->
 <!-- /output -->
 
 The plateau ends by step 200 (40.5%); at step 300 it answers 60.5% right.
@@ -47,8 +48,9 @@ rc=$?
 why=""
 if [ "$rc" != 0 ] || ! [ -f "$TMP/t/docs/outputs/fx-run.txt" ]; then why="recording failed (exit $rc)"
 elif ! grep -q '^step 100/300' "$readme" || grep -q '^step 50/300' "$readme" || ! grep -q '^step 300/300' "$readme" ||
-     grep -q 'params  ' "$readme" || ! grep -q 'OpenBLAS kernel Haswell (AVX2)' "$readme"
-then why="the block is not what trim=evals,tables asks"; out=$(cat "$readme"); fi
+     grep -q 'params  \|layout: rank\|^     0     0' "$readme" || ! grep -q 'OpenBLAS kernel Haswell (AVX2)' "$readme" ||
+     ! grep -q '^01_x: model stand-in' "$readme"
+then why="the block is not what trim=evals,tables,layout asks"; out=$(cat "$readme"); fi
 expect_verdict "a block recorded: its evaluations kept, other steps and tables left out, the kernel in its caption" \
     "$why" "exit $rc" "$out"
 expect_ok "the recorded stand-in passes the check" 30 "1 blocks checked, 0 problems" \
@@ -94,7 +96,7 @@ copy && rm "$TMP/c/docs/outputs/fx-run.txt"
 refused "a block without its record" "no record docs/outputs/fx-run.txt"
 copy && sed -i 's|: bash 01_x/run.sh -->|: bash 01_x/run.sh --steps 5 -->|' "$readme"
 refused "a command edited without a rerun" "commands are not the ones its record ran"
-copy && sed -i 's|<!-- output fx-run trim=evals,tables : bash 01_x/run.sh -->|<!-- output fx-run trim=evals -->|' "$readme"
+copy && sed -i 's|<!-- output fx-run trim=evals,tables,layout : bash 01_x/run.sh -->|<!-- output fx-run trim=evals -->|' "$readme"
 refused "a marker without its command" "a marker is"
 
 expect_summary
