@@ -254,7 +254,7 @@ def figure_problems(block, prose):
             problems.append(f"{stated}% is not a percentage of the block")
     steps = {int(x) for x in re.findall(r"^step +(\d+)/", text, re.M)}  # its step lines,
     steps |= {int(x) for x in re.findall(r"\bafter step (\d+)\b", text)}  # and steps a message names
-    for m in re.finditer(r"\bsteps? (\d+)\b", prose):
+    for m in re.finditer(r"(?<!-)\bsteps? (\d+)\b", prose):  # not a flag: `--steps 0` states no step
         if int(m.group(1)) not in steps:
             problems.append(f"step {m.group(1)} is not a step line of the block")
     return problems

@@ -38,7 +38,7 @@ cat >"$TMP/t/01_x/README.md" <<'EOF'
 <!-- output fx-run trim=evals,tables,layout : bash 01_x/run.sh -->
 <!-- /output -->
 
-The plateau ends by step 200 (40.5%); at step 300 it answers 60.5% right.
+The plateau ends by step 200 (40.5%); at step 300 it answers 60.5% right (`--steps 7` is a flag, not a step).
 
 ## next
 EOF
