@@ -14,13 +14,16 @@ Playbook: none (the stand-in for a downloaded checkpoint).
 """
 import sys
 
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM
-
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
         sys.exit("usage: random_llama.py OUT_DIR (the folder save_pretrained writes)")
+    try:
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError as e:
+        sys.exit(f"random_llama: needs PyTorch and transformers, which {sys.executable} cannot import ({e}): "
+                 "bash scripts/install_hf_python.sh")
     torch.manual_seed(0)  # the same weights on every run
     # llama3 rope_scaling, scaled down: wavelengths below 64/4 positions kept, above 64 divided by 8
     rope = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
