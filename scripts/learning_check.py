@@ -37,7 +37,7 @@ RUNS = [
     ("07", 2, "07_pipeline_parallel", ["--pp", "2"], 1500, 0.90),
     ("08", 2, "08_expert_parallel", [], 1500, 0.90),
     ("run", 8, "09_5d", ["--dp", "2", "--tp", "2", "--pp", "2", "--pp-schedule", "1f1b", "--micro-batch", "4",
-                         "--grad-accum", "4", "--lr", "1e-3", "--min-lr", "1e-4", "--warmup", "20",
+                         "--grad-accum", "4", "--lr", "2e-3", "--min-lr", "1e-4", "--warmup", "20",
                          "--weight-decay", "0", "--log-every", "25"], 750, 0.90),
 ]
 KERNELS = {"Haswell": "AVX2", "SkylakeX": "AVX-512"}
