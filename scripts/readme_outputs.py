@@ -78,8 +78,9 @@ class Block:
         self.grep = opts.get("grep")
         self.cmds = [c.strip() for c in cmds.split(" ;; ")]
         # each command's exit status: a demo of a refusal or a fault is not 0; exit=N is the last command's
-        exits = opts.get("exit", "0").split(",")
-        self.exits = exits if len(exits) == len(self.cmds) else ["0"] * (len(self.cmds) - 1) + exits
+        self.exits = opts.get("exit", "0").split(",")
+        if len(self.exits) == 1:
+            self.exits = ["0"] * (len(self.cmds) - 1) + self.exits
         if bad or self.kernel not in KERNELS or any(t not in TRIMS for t in self.trims) or \
                 not all(e.isdigit() for e in self.exits) or len(self.exits) != len(self.cmds):
             raise ValueError(f"{readme}:{start + 1}: {self.name}: options are kernel={'|'.join(KERNELS)}, "
