@@ -5,7 +5,8 @@ The acceptance tests of --model DIR and --export-hf DIR (common/hf_checkpoint.hp
 transformers itself wrote and read. No weights can be downloaded here, so this script makes random ones:
 
   make DIR [options]   a random LlamaForCausalLM (GQA, tied or not, a llama3 rope_scaling block, a head_dim of
-                       its own, f32 or bf16, one file or several) — or with --experts E a MixtralForCausalLM of E
+                       its own, f32 or bf16, one file or several; --hub-init: transformers' own initialisation,
+                       the stand-in for a downloaded model that chapter 09's README trains) — or with --experts E a MixtralForCausalLM of E
                        experts (--top-k per token, each --ffn wide) — saved with save_pretrained, and
                        DIR/reference.safetensors: a batch of tokens and targets, transformers' logits, loss and
                        the gradient of every weight (computed in float64 from the saved weights), and the
@@ -31,9 +32,13 @@ Used by tests/01_single_gpu/hf_testing.cpp.
 import argparse
 import sys
 
-import torch
-from safetensors.torch import load_file, save_file
-from transformers import LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
+try:
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
+except ImportError as e:
+    sys.exit(f"hf_reference: needs PyTorch, transformers and safetensors, which {sys.executable} cannot import "
+             f"({e}): bash scripts/install_hf_python.sh")
 
 # the pre-tokenizer regexes common/pretokenize.cpp writes out by hand
 SPLIT_PATTERNS = {
@@ -49,8 +54,9 @@ def make(a):
     torch.manual_seed(a.seed)
     cfg = dict(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.ffn, num_hidden_layers=a.layers,
                num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, max_position_embeddings=a.max_pos,
-               rope_theta=a.theta, rms_norm_eps=1e-5, tie_word_embeddings=a.tied, initializer_range=0.1,
-               torch_dtype=a.dtype)
+               rope_theta=a.theta, tie_word_embeddings=a.tied, torch_dtype=a.dtype)
+    if not a.hub_init:  # larger weights than a fresh model's, so that the loading tests' comparisons see them
+        cfg.update(rms_norm_eps=1e-5, initializer_range=0.1)
     if a.head_dim:
         cfg["head_dim"] = a.head_dim
     if a.experts:  # Mixtral: every layer's MLP is E experts of intermediate_size, top-k per token, no sliding window
@@ -65,7 +71,7 @@ def make(a):
     model = Model(Config(**cfg))
     with torch.no_grad():  # norm weights of 1 would not test the norms' gradients or their loading
         for n, p in model.named_parameters():
-            if n.endswith("norm.weight"):
+            if n.endswith("norm.weight") and not a.hub_init:
                 p.add_(0.1 * torch.randn_like(p))
     # float32, as every forward uses it (Mixtral in transformers 4.4x keeps the table in each attention layer)
     rotary = model.model.rotary_emb if hasattr(model.model, "rotary_emb") else model.model.layers[0].self_attn.rotary_emb
@@ -171,6 +177,8 @@ def main():
     m.add_argument("--theta", type=float, default=10000.0)
     m.add_argument("--tied", action="store_true")
     m.add_argument("--llama3", action="store_true")
+    m.add_argument("--hub-init", action="store_true", help="transformers' own initialisation and rms_norm_eps, as "
+                   "a fresh model from the hub has (chapter 09's stand-in for a downloaded model)")
     m.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     t = sub.add_parser("tokenizer")
     t.add_argument("out")
