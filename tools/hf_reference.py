@@ -6,8 +6,9 @@ transformers itself wrote and read. No weights can be downloaded here, so this s
 
   make DIR [options]   a random LlamaForCausalLM (GQA, tied or not, a llama3 rope_scaling block, a head_dim of
                        its own, f32 or bf16, one file or several; --hub-init: transformers' own initialisation,
-                       the stand-in for a downloaded model that chapter 09's README trains) — or with --experts E a MixtralForCausalLM of E
-                       experts (--top-k per token, each --ffn wide) — saved with save_pretrained, and
+                       the stand-in for a downloaded model that chapter 09's README trains) — or with --experts E
+                       a MixtralForCausalLM of E experts (--top-k per token, each --ffn wide) — saved with
+                       save_pretrained, and
                        DIR/reference.safetensors: a batch of tokens and targets, transformers' logits, loss and
                        the gradient of every weight (computed in float64 from the saved weights), and the
                        rotary table inv_freq exactly as transformers holds it (float32)
@@ -96,6 +97,8 @@ def make(a):
     for n, p in model.named_parameters():
         out["grad." + n] = p.grad.float().contiguous()
     save_file(out, f"{a.dir}/reference.safetensors")
+    print(f"hf_reference make: a random {type(model).__name__} of {sum(p.numel() for p in model.parameters())} "
+          f"parameters ({a.layers} layers, hidden {a.hidden}, {a.dtype}) saved to {a.dir}, with reference.safetensors")
 
 
 def check(a):
