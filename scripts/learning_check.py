@@ -12,6 +12,12 @@ accuracy (the mean of its last three measurements), beside what the README promi
     python3 scripts/learning_check.py --chapters 01,02 --seeds 1 --kernels Haswell --steps 300   # a quick look
     python3 scripts/learning_check.py --chapters 01 --extra '--lr 1e-3 --weight-decay 0'   # a candidate
     python3 scripts/learning_check.py --list                # the runs, without running them
+    python3 scripts/learning_check.py --chapters 01 --seeds 1,2,3,4,5,6 --until 0.9   # a screen: minutes a run
+
+--until ACC screens a candidate cheaply: each run keeps its whole schedule (the cosine of its promised steps) but
+stops at its first measurement >= ACC, and the table gives that step. Where the runs that fail the whole check
+come from is the slow tail of this step (issue 32), so a candidate whose screen ends every run early has earned
+the hours of the whole check. A program that measures no accuracy (07) runs to its end and is judged as usual.
 
 Exit status: 0 when every run left the plateau and reached its promised accuracy, 1 when one did not, 2 when a
 run could not be made (a program missing or failing). Each run's JSONL and output stay in --out.
@@ -67,6 +73,29 @@ def judge(jsonl, promised):
     return left, f"loss {final:.4f}", left is not None and final <= LOSS_PROMISE
 
 
+def reached(jsonl, until):
+    """the step of the first measured accuracy >= until (None: not yet, or no file)"""
+    try:
+        with open(jsonl) as f:
+            log = [json.loads(line) for line in f if line.strip().endswith("}")]  # a line half written: later
+    except (OSError, ValueError):
+        return None
+    return next((j["step"] for j in log if j.get("task_accuracy", -1) >= until), None)
+
+
+def run_until(cmd, log, env, jsonl, until):
+    """run cmd; with until, stop it at its first accuracy >= until (mpirun passes the SIGTERM on to its
+    ranks). Its exit status, 0 when it was stopped there."""
+    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    while until is not None and p.poll() is None:
+        time.sleep(2)
+        if reached(jsonl, until) is not None:
+            p.terminate()
+            p.wait()
+            return 0
+    return p.wait()
+
+
 def last_step(jsonl):
     """the last step a run's JSONL logged (None: no file, or no step)"""
     try:
@@ -112,6 +141,8 @@ def main():
     ap.add_argument("--out", default="/tmp/learning_check")
     ap.add_argument("--keep", action="store_true", help="reuse a run whose JSONL in --out already reaches its last "
                     "step (the whole check takes hours: it can be made in parts)")
+    ap.add_argument("--until", type=float, default=None, metavar="ACC", help="a screen: stop each run at its "
+                    "first measured accuracy >= ACC (0.9, say) and give that step instead of the final accuracy")
     ap.add_argument("--list", action="store_true", help="print the runs and stop")
     a = ap.parse_args()
     chapters = a.chapters.split(",")
@@ -127,15 +158,20 @@ def main():
         # OpenBLAS cannot run its AVX-512 kernel here: say so rather than count a run that was not made
         print("learning_check: this CPU has no AVX-512: the SkylakeX runs are skipped, not passed", flush=True)
         kernels.remove("SkylakeX")
+    if a.until is not None and not 0 < a.until <= 1:
+        sys.exit(f"learning_check: --until {a.until}: an accuracy in (0, 1], say 0.9")
     seeds = [int(s) for s in a.seeds.split(",")]
     plan = [(r, k, s) for r in RUNS if r[0] in chapters for k in kernels for s in seeds]
     os.makedirs(a.out, exist_ok=True)
     rows, status = [], 0
-    for i, ((name, np, prog, args, steps, promised), kernel, seed) in enumerate(plan):
-        steps = a.steps or steps
+    for i, ((name, np, prog, args, promised_steps, promised), kernel, seed) in enumerate(plan):
+        steps = a.steps or promised_steps
         exe = os.path.join(a.bin, prog)
         tag = "".join(c if c.isalnum() or c in ".-" else "_" for c in a.extra.replace("--", ""))
-        stem = os.path.join(a.out, f"{name}_{kernel}_seed{seed}" + (f"_{tag}" if tag else ""))
+        # named by what changes the run: the candidate's flags, and steps other than the promised ones (two
+        # runs writing one log would garble both)
+        stem = os.path.join(a.out, f"{name}_{kernel}_seed{seed}" + (f"_{tag}" if tag else "") +
+                            (f"_steps{steps}" if steps != promised_steps else ""))
         cmd = (mpirun(np) if np > 1 else []) + [exe] + args + a.extra.split() + [
             "--seed", str(seed), "--steps", str(steps), "--log-jsonl", stem + ".jsonl"]
         if a.list:
@@ -145,11 +181,14 @@ def main():
             sys.exit(f"learning_check: {exe} is missing: build it first (make all)")
         t0 = time.time()
         env = {**os.environ, "OPENBLAS_CORETYPE": kernel, "OPENBLAS_NUM_THREADS": "1"}
-        if a.keep and last_step(stem + ".jsonl") == steps:
-            rc = 0  # made before, to its last step
+        if a.keep and (last_step(stem + ".jsonl") == steps or
+                       (a.until is not None and reached(stem + ".jsonl", a.until) is not None)):
+            rc = 0  # made before, to its last step (or, for a screen, to the accuracy it stops at)
         else:
+            if os.path.exists(stem + ".jsonl"):
+                os.remove(stem + ".jsonl")  # read before the run opens its own, a stale log would stop it
             with open(stem + ".txt", "w") as log:
-                rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+                rc = run_until(cmd, log, env, stem + ".jsonl", a.until)
         secs = time.time() - t0
         if rc != 0:
             print(f"[{i + 1}/{len(plan)}] {name} {kernel} seed {seed}: exit {rc} after {secs:.0f} s ({stem}.txt)",
@@ -158,19 +197,25 @@ def main():
             status = 2
             continue
         left, final, ok = judge(stem + ".jsonl", promised)
+        if a.until is not None and final is not None and not final.startswith("loss"):
+            at = reached(stem + ".jsonl", a.until)
+            final, ok = (f"{100 * a.until:.0f} % at {at}" if at else f"not {100 * a.until:.0f} %"), at is not None
         status = status or (0 if ok else 1)
         rows.append((name, kernel, seed, left, final, promised, "ok" if ok else "NO"))
+        said = "reached" if a.until is not None and final and not final.startswith("loss") else "final"
         print(f"[{i + 1}/{len(plan)}] {name} {kernel} seed {seed}: left the plateau at "
-              f"{left if left is not None else 'never'}, final {final} ({secs:.0f} s)", flush=True)
+              f"{left if left is not None else 'never'}, {said} {final} ({secs:.0f} s)", flush=True)
     if a.list:
         return 0
-    print(f"\n{'run':<5} {'kernel':<19} {'seed':>4} {'left plateau':>13} {'final':>12} {'promised':>9}  verdict")
+    last = f"{'final':>12} {'promised':>9}" if a.until is None else f"{'reached':>12}"
+    print(f"\n{'run':<5} {'kernel':<19} {'seed':>4} {'left plateau':>13} {last}  verdict")
     for name, kernel, seed, left, final, promised, verdict in rows:
         print(f"{name:<5} {kernel + ' (' + KERNELS[kernel] + ')':<19} {seed:>4} "
               f"{'never' if left is None else 'step ' + str(left):>13} "
-              f"{final or '-':>12} {100 * promised:>8.0f}%  {verdict}")
-    print(f"(left the plateau: the first measured accuracy >= {100 * LEFT:.0f} %; final: the mean of the last "
-          f"three measurements. A program that measures no accuracy (07's pipeline) is judged by its loss: left "
+              f"{final or '-':>12}" + (f" {100 * promised:>8.0f}%" if a.until is None else "") + f"  {verdict}")
+    screen = f"reached: the step of the first >= {100 * a.until:.0f} %, where the run was stopped; " if a.until else ""
+    print(f"(left the plateau: the first measured accuracy >= {100 * LEFT:.0f} %; {screen}final: the mean of the "
+          f"last three measurements. A program that measures no accuracy (07's pipeline) is judged by its loss: left "
           f"below {LEFT_LOSS}, final the mean of its last tenth of steps, at most {LOSS_PROMISE}; outputs in {a.out})")
     return status
 

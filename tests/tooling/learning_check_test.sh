@@ -6,7 +6,10 @@
 #   2. a run that stays on the plateau (accuracy 0-4 %): "never", verdict NO, exit 1;
 #   3. one that leaves the plateau but ends below the promised 90 %: NO, exit 1;
 #   4. a program that fails: exit 2, naming its output file;
-#   5. --chapters naming no run, and --kernels naming no kernel: refused, naming the flag.
+#   5. --chapters naming no run, and --kernels naming no kernel: refused, naming the flag;
+#   6. --until 0.9 (a screen): the step of the first accuracy >= 90 %, exit 0; NO and exit 1 for a run that
+#      never gets there; a run still going when it gets there is stopped (a stand-in that would sleep 60 s
+#      ends in seconds); --until 2 refused; a run of --steps other than its promised ones logs to its own file.
 # Each stand-in is a 01_single_gpu that writes the JSONL the real one writes (step, loss, task_accuracy at
 # evaluations) and checks that it was given --seed, --steps and OPENBLAS_CORETYPE.
 # `make test` runs it (not `make test CH=NN`).   bash tests/tooling/learning_check_test.sh
@@ -65,6 +68,21 @@ why=""
 [ "$rc" = 2 ] || why="exit $rc, not 2"
 [ -z "$why" ] && ! grep -q "exit 1 after .* ($TMP/out_broken/01_Haswell_seed1.txt)" <<<"$out" && why="no line naming the run's output"
 expect_verdict "a program that fails: exit 2, naming its output" "$why" "exit $rc" "$out"
+expect_ok "--until 0.9: the step the run first measured 90 %" 20 "reached && 90 % at 400  ok" \
+    "${check[@]}" --out "$TMP/out_learns" --bin "$learns" --until 0.9
+expect_fail "--until 0.9, a run that never reaches it: NO, exit 1" 20 "not 90 %  NO" \
+    "${check[@]}" --out "$TMP/out_short" --bin "$short" --until 0.9
+sleeper=$(stand_in sleeper 0.0 0.5 0.92)
+echo "sleep 60" >>"$sleeper/01_single_gpu"  # after the log: still running when it reached 90 %
+t0=$SECONDS
+expect_ok "--until 0.9 stops a run that reached it (the stand-in would sleep 60 s)" 30 "90 % at 300  ok" \
+    "${check[@]}" --out "$TMP/out_sleeper" --bin "$sleeper" --until 0.9
+why=""
+[ $((SECONDS - t0)) -lt 30 ] || why="it took $((SECONDS - t0)) s: the run was not stopped"
+expect_verdict "--until: the stopped run took seconds, not the stand-in's 60" "$why" "$((SECONDS - t0)) s" ""
+expect_ok "--steps 300 names its log apart from the promised run's (one log written by two runs is garbled)" 10 \
+    "seed1_steps300.jsonl" "${check[@]}" --steps 300 --list
+expect_fail "--until 2: refused" 10 "--until 2.0: an accuracy in (0, 1]" python3 "$tool" --until 2
 expect_fail "--chapters 09: no such run" 10 "--chapters: no run named 09" python3 "$tool" --chapters 09
 expect_fail "--kernels Zen: no such kernel" 10 "--kernels: Zen is not one of Haswell, SkylakeX" \
     python3 "$tool" --kernels Zen
