@@ -52,35 +52,41 @@ LEFT_LOSS = 0.9  # without an accuracy: a loss the plateau (1.15-1.2) does not r
 LOSS_PROMISE = 0.1  # ... and the loss a run that answers about 90 % exactly is below (chapter 01's records)
 
 
-def judge(jsonl, promised):
-    """(the step it left the plateau or None, its final figure as text, whether it kept the promise)"""
-    with open(jsonl) as f:
-        log = [json.loads(line) for line in f if line.strip()]
+def read_log(jsonl):
+    """a run's JSONL as a list of dicts ([]: no file yet); a last line still being written is left for later"""
+    try:
+        with open(jsonl) as f:
+            return [json.loads(line) for line in f if line.strip().endswith("}")]
+    except (OSError, ValueError):
+        return []
+
+
+def reached(log, until):
+    """the step of the first measured accuracy >= until (None: not yet)"""
+    return next((j["step"] for j in log if j.get("task_accuracy", -1) >= until), None)
+
+
+def judge(log, promised, until=None):
+    """(the step it left the plateau or None, what its figure is, the figure as text, whether it kept the
+    promise). With until (a screen): the step of its first accuracy >= until, the promise being to get there."""
     # evaluations, or the head stage's per-step meter
     acc = [(j["step"], j["task_accuracy"]) for j in log if "task_accuracy" in j]
     if acc:
         left = next((st for st, x in acc if x >= LEFT), None)
+        if until is not None:
+            at = reached(log, until)
+            return left, "reached", f"{100 * until:.0f} % at {at}" if at else f"not {100 * until:.0f} %", at is not None
         last = [x for _, x in acc[-3:]]
         final = sum(last) / len(last)
-        return left, f"{100 * final:.1f} %", left is not None and final >= promised
+        return left, "final", f"{100 * final:.1f} %", left is not None and final >= promised
     # no accuracy in the log (07 spreads the model over stages and has no evaluation): the loss says it
     losses = [(j["step"], j["loss"]) for j in log if "loss" in j]
     if not losses:
-        return None, None, False
+        return None, "final", None, False
     left = next((st for st, x in losses if x < LEFT_LOSS), None)
     tail = [x for _, x in losses[-max(1, len(losses) // 10):]]
     final = sum(tail) / len(tail)
-    return left, f"loss {final:.4f}", left is not None and final <= LOSS_PROMISE
-
-
-def reached(jsonl, until):
-    """the step of the first measured accuracy >= until (None: not yet, or no file)"""
-    try:
-        with open(jsonl) as f:
-            log = [json.loads(line) for line in f if line.strip().endswith("}")]  # a line half written: later
-    except (OSError, ValueError):
-        return None
-    return next((j["step"] for j in log if j.get("task_accuracy", -1) >= until), None)
+    return left, "final", f"loss {final:.4f}", left is not None and final <= LOSS_PROMISE
 
 
 def run_until(cmd, log, env, jsonl, until):
@@ -89,21 +95,11 @@ def run_until(cmd, log, env, jsonl, until):
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     while until is not None and p.poll() is None:
         time.sleep(2)
-        if reached(jsonl, until) is not None:
+        if reached(read_log(jsonl), until) is not None:
             p.terminate()
             p.wait()
             return 0
     return p.wait()
-
-
-def last_step(jsonl):
-    """the last step a run's JSONL logged (None: no file, or no step)"""
-    try:
-        with open(jsonl) as f:
-            steps = [json.loads(line).get("step") for line in f if line.strip()]
-        return steps[-1] if steps else None
-    except (OSError, ValueError):
-        return None
 
 
 def cpu_has(flag):
@@ -181,8 +177,9 @@ def main():
             sys.exit(f"learning_check: {exe} is missing: build it first (make all)")
         t0 = time.time()
         env = {**os.environ, "OPENBLAS_CORETYPE": kernel, "OPENBLAS_NUM_THREADS": "1"}
-        if a.keep and (last_step(stem + ".jsonl") == steps or
-                       (a.until is not None and reached(stem + ".jsonl", a.until) is not None)):
+        made = read_log(stem + ".jsonl")
+        if a.keep and made and (made[-1].get("step") == steps or
+                                (a.until is not None and reached(made, a.until) is not None)):
             rc = 0  # made before, to its last step (or, for a screen, to the accuracy it stops at)
         else:
             if os.path.exists(stem + ".jsonl"):
@@ -196,13 +193,9 @@ def main():
             rows.append((name, kernel, seed, None, None, promised, "failed"))
             status = 2
             continue
-        left, final, ok = judge(stem + ".jsonl", promised)
-        if a.until is not None and final is not None and not final.startswith("loss"):
-            at = reached(stem + ".jsonl", a.until)
-            final, ok = (f"{100 * a.until:.0f} % at {at}" if at else f"not {100 * a.until:.0f} %"), at is not None
+        left, said, final, ok = judge(read_log(stem + ".jsonl"), promised, a.until)
         status = status or (0 if ok else 1)
         rows.append((name, kernel, seed, left, final, promised, "ok" if ok else "NO"))
-        said = "reached" if a.until is not None and final and not final.startswith("loss") else "final"
         print(f"[{i + 1}/{len(plan)}] {name} {kernel} seed {seed}: left the plateau at "
               f"{left if left is not None else 'never'}, {said} {final} ({secs:.0f} s)", flush=True)
     if a.list:
