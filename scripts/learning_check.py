@@ -13,6 +13,7 @@ accuracy (the mean of its last three measurements), beside what the README promi
     python3 scripts/learning_check.py --chapters 01 --extra '--lr 1e-3 --weight-decay 0'   # a candidate
     python3 scripts/learning_check.py --list                # the runs, without running them
     python3 scripts/learning_check.py --chapters 01 --seeds 1,2,3,4,5,6 --until 0.9   # a screen: minutes a run
+    python3 scripts/learning_check.py --chapters 01 --jobs 2   # two one-rank runs at once (2 cores: half the time)
 
 --until ACC screens a candidate cheaply: each run keeps its whole schedule (the cosine of its promised steps) but
 stops at its first measurement >= ACC, and the table gives that step. Where the runs that fail the whole check
@@ -25,6 +26,7 @@ Playbook: "First steps: training on one GPU" (what a run that learns looks like)
 whole check is 54 runs of up to 1,500 steps (its verdicts are tested by tests/tooling/learning_check_test.sh).
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -124,6 +126,52 @@ def mpirun(np):
     return mpirun_launcher() + ["-np", str(np)]
 
 
+def say(line):
+    """one whole line to stdout (with --jobs, runs end at once: print's text and newline could interleave)"""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def command(a, run, kernel, seed):
+    """(the stem its JSONL and output are named by, the command line) of one run"""
+    name, np, prog, args, promised_steps, _ = run
+    steps = a.steps or promised_steps
+    tag = "".join(c if c.isalnum() or c in ".-" else "_" for c in a.extra.replace("--", ""))
+    # named by what changes the run: the candidate's flags, and steps other than the promised ones (two
+    # runs writing one log would garble both)
+    stem = os.path.join(a.out, f"{name}_{kernel}_seed{seed}" + (f"_{tag}" if tag else "") +
+                        (f"_steps{steps}" if steps != promised_steps else ""))
+    cmd = (mpirun(np) if np > 1 else []) + [os.path.join(a.bin, prog)] + args + a.extra.split() + [
+        "--seed", str(seed), "--steps", str(steps), "--log-jsonl", stem + ".jsonl"]
+    return stem, cmd
+
+
+def check_one(a, total, i, job):
+    """make (or, with --keep, reuse) one run and judge it: its row of the table"""
+    run, kernel, seed = job
+    name, steps, promised = run[0], a.steps or run[4], run[5]
+    stem, cmd = command(a, run, kernel, seed)
+    t0 = time.time()
+    env = {**os.environ, "OPENBLAS_CORETYPE": kernel, "OPENBLAS_NUM_THREADS": "1"}
+    made = read_log(stem + ".jsonl")
+    if a.keep and made and (made[-1].get("step") == steps or
+                            (a.until is not None and reached(made, a.until) is not None)):
+        rc = 0  # made before, to its last step (or, for a screen, to the accuracy it stops at)
+    else:
+        if os.path.exists(stem + ".jsonl"):
+            os.remove(stem + ".jsonl")  # read before the run opens its own, a stale log would stop it
+        with open(stem + ".txt", "w") as log:
+            rc = run_until(cmd, log, env, stem + ".jsonl", a.until)
+    secs = time.time() - t0
+    if rc != 0:
+        say(f"[{i + 1}/{total}] {name} {kernel} seed {seed}: exit {rc} after {secs:.0f} s ({stem}.txt)")
+        return name, kernel, seed, None, None, promised, "failed"
+    left, said, final, ok = judge(read_log(stem + ".jsonl"), promised, a.until)
+    say(f"[{i + 1}/{total}] {name} {kernel} seed {seed}: left the plateau at "
+        f"{left if left is not None else 'never'}, {said} {final} ({secs:.0f} s)")
+    return name, kernel, seed, left, final, promised, "ok" if ok else "NO"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--chapters", default=",".join(r[0] for r in RUNS), help="comma-separated: 01 ... 08, run")
@@ -139,6 +187,9 @@ def main():
                     "step (the whole check takes hours: it can be made in parts)")
     ap.add_argument("--until", type=float, default=None, metavar="ACC", help="a screen: stop each run at its "
                     "first measured accuracy >= ACC (0.9, say) and give that step instead of the final accuracy")
+    ap.add_argument("--jobs", type=int, default=1, help="runs made at once (default 1). A one-rank run (01) keeps one "
+                    "core busy, so --jobs 2 halves chapter 01's check on 2 cores; the multi-rank runs fill the "
+                    "machine alone")
     ap.add_argument("--list", action="store_true", help="print the runs and stop")
     a = ap.parse_args()
     chapters = a.chapters.split(",")
@@ -156,50 +207,23 @@ def main():
         kernels.remove("SkylakeX")
     if a.until is not None and not 0 < a.until <= 1:
         sys.exit(f"learning_check: --until {a.until}: an accuracy in (0, 1], say 0.9")
+    if a.jobs < 1:
+        sys.exit(f"learning_check: --jobs {a.jobs}: at least 1 run at a time")
     seeds = [int(s) for s in a.seeds.split(",")]
     plan = [(r, k, s) for r in RUNS if r[0] in chapters for k in kernels for s in seeds]
     os.makedirs(a.out, exist_ok=True)
-    rows, status = [], 0
-    for i, ((name, np, prog, args, promised_steps, promised), kernel, seed) in enumerate(plan):
-        steps = a.steps or promised_steps
-        exe = os.path.join(a.bin, prog)
-        tag = "".join(c if c.isalnum() or c in ".-" else "_" for c in a.extra.replace("--", ""))
-        # named by what changes the run: the candidate's flags, and steps other than the promised ones (two
-        # runs writing one log would garble both)
-        stem = os.path.join(a.out, f"{name}_{kernel}_seed{seed}" + (f"_{tag}" if tag else "") +
-                            (f"_steps{steps}" if steps != promised_steps else ""))
-        cmd = (mpirun(np) if np > 1 else []) + [exe] + args + a.extra.split() + [
-            "--seed", str(seed), "--steps", str(steps), "--log-jsonl", stem + ".jsonl"]
-        if a.list:
-            print(f"OPENBLAS_CORETYPE={kernel} {' '.join(cmd)}")
-            continue
+    if a.list:
+        for item in plan:
+            print(f"OPENBLAS_CORETYPE={item[1]} {' '.join(command(a, *item)[1])}")
+        return 0
+    for exe in sorted({os.path.join(a.bin, r[2]) for r, _, _ in plan}):
         if not os.access(exe, os.X_OK):
             sys.exit(f"learning_check: {exe} is missing: build it first (make all)")
-        t0 = time.time()
-        env = {**os.environ, "OPENBLAS_CORETYPE": kernel, "OPENBLAS_NUM_THREADS": "1"}
-        made = read_log(stem + ".jsonl")
-        if a.keep and made and (made[-1].get("step") == steps or
-                                (a.until is not None and reached(made, a.until) is not None)):
-            rc = 0  # made before, to its last step (or, for a screen, to the accuracy it stops at)
-        else:
-            if os.path.exists(stem + ".jsonl"):
-                os.remove(stem + ".jsonl")  # read before the run opens its own, a stale log would stop it
-            with open(stem + ".txt", "w") as log:
-                rc = run_until(cmd, log, env, stem + ".jsonl", a.until)
-        secs = time.time() - t0
-        if rc != 0:
-            print(f"[{i + 1}/{len(plan)}] {name} {kernel} seed {seed}: exit {rc} after {secs:.0f} s ({stem}.txt)",
-                  flush=True)
-            rows.append((name, kernel, seed, None, None, promised, "failed"))
-            status = 2
-            continue
-        left, said, final, ok = judge(read_log(stem + ".jsonl"), promised, a.until)
-        status = status or (0 if ok else 1)
-        rows.append((name, kernel, seed, left, final, promised, "ok" if ok else "NO"))
-        print(f"[{i + 1}/{len(plan)}] {name} {kernel} seed {seed}: left the plateau at "
-              f"{left if left is not None else 'never'}, {said} {final} ({secs:.0f} s)", flush=True)
-    if a.list:
-        return 0
+    # --jobs N: N runs at once (a one-rank run keeps one core busy; the others already fill the machine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
+        done = pool.map(lambda job: check_one(a, len(plan), *job), enumerate(plan))
+        rows = list(done)
+    status = 2 if any(r[-1] == "failed" for r in rows) else 1 if any(r[-1] == "NO" for r in rows) else 0
     last = f"{'final':>12} {'promised':>9}" if a.until is None else f"{'reached':>12}"
     print(f"\n{'run':<5} {'kernel':<19} {'seed':>4} {'left plateau':>13} {last}  verdict")
     for name, kernel, seed, left, final, promised, verdict in rows:

@@ -9,7 +9,9 @@
 #   5. --chapters naming no run, and --kernels naming no kernel: refused, naming the flag;
 #   6. --until 0.9 (a screen): the step of the first accuracy >= 90 %, exit 0; NO and exit 1 for a run that
 #      never gets there; a run still going when it gets there is stopped (a stand-in that would sleep 60 s
-#      ends in seconds); --until 2 refused; a run of --steps other than its promised ones logs to its own file.
+#      ends in seconds); --until 2 refused; a run of --steps other than its promised ones logs to its own file;
+#   7. --jobs 2: two runs at once (each stand-in waits to see the other start; alone, it fails), the table in
+#      the plan's order; --jobs 0 refused.
 # Each stand-in is a 01_single_gpu that writes the JSONL the real one writes (step, loss, task_accuracy at
 # evaluations) and checks that it was given --seed, --steps and OPENBLAS_CORETYPE.
 # `make test` runs it (not `make test CH=NN`).   bash tests/tooling/learning_check_test.sh
@@ -82,6 +84,14 @@ why=""
 expect_verdict "--until: the stopped run took seconds, not the stand-in's 60" "$why" "$((SECONDS - t0)) s" ""
 expect_ok "--steps 300 names its log apart from the promised run's (one log written by two runs is garbled)" 10 \
     "seed1_steps300.jsonl" "${check[@]}" --steps 300 --list
+together=$(stand_in together 0.0 0.12 0.5 0.9 0.95 1.0)
+# before logging, each waits (up to 20 s) for a second run to have started: made one at a time, the first fails
+sed -i "s|^step=0\$|echo \$seed >>$TMP/starts; for i in \$(seq 200); do [ \$(wc -l <$TMP/starts) -ge 2 ] \&\& break; sleep 0.1; done; [ \$(wc -l <$TMP/starts) -ge 2 ] \|\| { echo 'error: ran alone'; exit 1; }\nstep=0|" \
+    "$together/01_single_gpu"
+expect_ok "--jobs 2: two runs at once, both judged, the table in seed order" 40 \
+    "(AVX2)         1      step 200       95.0 %       90%  ok && (AVX2)         2      step 200       95.0 %       90%  ok" \
+    python3 "$tool" --chapters 01 --seeds 1,2 --kernels Haswell --jobs 2 --out "$TMP/out_together" --bin "$together"
+expect_fail "--jobs 0: refused" 10 "--jobs 0: at least 1 run at a time" python3 "$tool" --jobs 0
 expect_fail "--until 2: refused" 10 "--until 2.0: an accuracy in (0, 1]" python3 "$tool" --until 2
 expect_fail "--chapters 09: no such run" 10 "--chapters: no run named 09" python3 "$tool" --chapters 09
 expect_fail "--kernels Zen: no such kernel" 10 "--kernels: Zen is not one of Haswell, SkylakeX" \
