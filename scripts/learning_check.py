@@ -133,7 +133,7 @@ def say(line):
 
 
 def command(a, run, kernel, seed):
-    """(the stem its JSONL and output are named by, the command line) of one run"""
+    """(the stem its JSONL and output are named by, the command line, the steps it runs) of one run"""
     name, np, prog, args, promised_steps, _ = run
     steps = a.steps or promised_steps
     tag = "".join(c if c.isalnum() or c in ".-" else "_" for c in a.extra.replace("--", ""))
@@ -143,14 +143,14 @@ def command(a, run, kernel, seed):
                         (f"_steps{steps}" if steps != promised_steps else ""))
     cmd = (mpirun(np) if np > 1 else []) + [os.path.join(a.bin, prog)] + args + a.extra.split() + [
         "--seed", str(seed), "--steps", str(steps), "--log-jsonl", stem + ".jsonl"]
-    return stem, cmd
+    return stem, cmd, steps
 
 
 def check_one(a, total, i, job):
     """make (or, with --keep, reuse) one run and judge it: its row of the table"""
     run, kernel, seed = job
-    name, steps, promised = run[0], a.steps or run[4], run[5]
-    stem, cmd = command(a, run, kernel, seed)
+    name, promised = run[0], run[5]
+    stem, cmd, steps = command(a, run, kernel, seed)
     t0 = time.time()
     env = {**os.environ, "OPENBLAS_CORETYPE": kernel, "OPENBLAS_NUM_THREADS": "1"}
     made = read_log(stem + ".jsonl")
