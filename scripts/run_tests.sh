@@ -13,7 +13,9 @@
 # it crashed (killed by a signal, or a non-zero exit with no failed test), hung past the limit, or printed
 # no summary — counts as ONE failed test, so a crash or a hang can never end in "0 failed". The closing
 # lines name every run that failed ("FAILED: tests_05, 4-rank run: exited by signal 11 (SEGV)"), then
-# "total: N passed, N failed, N skipped"; the exit status is 0 only when nothing failed.
+# "total: N passed, N failed, N skipped"; the exit status is 0 only when nothing failed. Above it, a note counts
+# the tests skipped for want of PyTorch, transformers or tokenizers: the suite passes without them, but the
+# comparisons with PyTorch have not run.
 # Environment: MPIRUN (from the Makefile: as root --allow-run-as-root; --oversubscribe), MPI=0|1,
 # PENTA_TEST_TIMEOUT, PENTA_TEST_CASES (a doctest -tc filter added to every binary's runs: gpu_check.sh
 # runs '[gpu]*'); scripts also see BIN (the Makefile's folder of programs and test binaries).
@@ -36,6 +38,7 @@ fi
 
 start=$SECONDS
 tp=0 tf=0 ts=0
+py_skips=0      # skipped for want of PyTorch, transformers or tokenizers (see count)
 failed_runs=()  # "name: why", printed at the end
 
 # one failed entry for a run that could not count its own failure
@@ -70,6 +73,10 @@ count() {
     fi
     read -r p _ f _ s _ <<<"${line//,/}"
     tp=$((tp + p)) tf=$((tf + f)) ts=$((ts + s))
+    # the skips a Python package would turn into checks ("skipped: <test>: <why>" from a binary, "<name>:
+    # skipped (<why>)" from a script): counted apart, since without them the suite still passes while the
+    # comparisons with PyTorch and transformers, which catch a wrong model, never ran
+    py_skips=$((py_skips + $(grep -ciE '^skipped: .*(torch|transformers|tokenizers)|: skipped \(.*(torch|transformers|tokenizers)' "$log")))
     [ "$f" != 0 ] && failed_runs+=("$name: $f failed")
     # a failing test exits 1; a signal, a hang, or a failure status with nothing failed is a crash
     if [ "$rc" -gt 128 ] || { [ "$rc" != 0 ] && [ "$f" = 0 ]; }; then
@@ -146,5 +153,7 @@ for i in "${!items[@]}"; do
 done
 echo "tests took $((SECONDS - start)) s"
 for r in "${failed_runs[@]}"; do echo "FAILED: $r"; done
+[ "$py_skips" != 0 ] && echo "note: $py_skips of the skipped tests need PyTorch, transformers or tokenizers, which" \
+    "this python3 lacks: the comparisons with PyTorch did not run (PENTA_TORCH=1 bash scripts/install_deps.sh; CI runs them)"
 echo "total: $tp passed, $tf failed, $ts skipped"
 [ "$tf" = 0 ]

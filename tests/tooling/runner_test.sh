@@ -6,7 +6,8 @@
 # prints no summary, one crashes in its 2-rank run only, one test script crashes, one fails a test the
 # ordinary way. Each must make the runner exit non-zero with a non-zero failed count on its "total:" line
 # and a "FAILED: <its name>, ..." line saying what happened; a fake that prints a proper summary must pass,
-# and counts must add up across binaries when one of them crashes.
+# and counts must add up across binaries when one of them crashes. A skip for want of PyTorch is named on a
+# note above the total line (without it the comparisons with PyTorch never ran), a skip for want of a GPU not.
 # The bookkeeping cases run the fakes directly (the runner's MPI=0 path); the segfault, the hang and the
 # 2-rank crash run under mpirun (MPIRUN, as make sets it) unless MPI=0. With PENTA_TEST_FAIL_FAST=1 the
 # runner must stop at the first failure (the passing binary after it is not counted). Prints "N passed, N failed,
@@ -30,7 +31,10 @@ fake tests_segv "'ch99 np1'" 'kill -SEGV $$'
 fake tests_hang "'ch99 np1'" 'sleep 30'
 fake tests_mute "'ch99 np1'" 'exit 0'
 fake tests_fail "'ch99 np1'" 'echo "2 passed, 1 failed, 0 skipped"; exit 1'
-fake tests_good "'ch99 np1'" 'echo "3 passed, 0 failed, 1 skipped"'
+fake tests_good "'ch99 np1'" 'echo "skipped: a GPU test: no CUDA device"; echo "3 passed, 0 failed, 1 skipped"'
+# a comparison with PyTorch skipped, as tests_01 prints it without python3-torch
+fake tests_notorch "'ch99 np1'" \
+    'echo "skipped: agrees with torch: no python3 that imports torch and numpy"; echo "1 passed, 0 failed, 1 skipped"'
 # passes on one rank, segfaults on two (mpirun sets OMPI_COMM_WORLD_SIZE)
 fake tests_np2 "'ch99 np1' 'ch99 np2'" \
     '[ "${OMPI_COMM_WORLD_SIZE:-1}" = 2 ] && kill -SEGV $$; echo "1 passed, 0 failed, 0 skipped"'
@@ -72,6 +76,13 @@ expect "a test script killed after its summary is one failed run" \
 expect "a passing binary passes" '3 passed, 0 failed, 1 skipped' '' -- "$tmp/tests_good"
 expect "a crash between passing binaries: their counts plus one failed run" \
     '6 passed, 1 failed, 2 skipped' 'tests_segv, 1-rank run' -- "$tmp/tests_good" "$tmp/tests_segv" "$tmp/tests_good"
+# skips for want of PyTorch are named on a note above the total; other skips (no GPU) are not
+out=$(cd "$tmp" && MPI=0 bash "$runner" "$tmp/tests_notorch" "$tmp/tests_good" 2>&1)
+grep -q '^note: 1 of the skipped tests need PyTorch' <<<"$out" && [[ "$(tail -n 1 <<<"$out")" == "total: 4 passed, 0 failed, 2 skipped" ]]
+verdict "a skipped PyTorch comparison is named on a note; a skipped GPU test is not" $?
+out=$(cd "$tmp" && MPI=0 bash "$runner" "$tmp/tests_good" 2>&1)
+! grep -q '^note:' <<<"$out"
+verdict "no note when nothing skipped wants PyTorch" $?
 if [ "${MPI:-1}" != 0 ]; then
     mpi=1
     expect "a segfaulting binary is one failed run" \
