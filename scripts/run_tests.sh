@@ -65,7 +65,7 @@ why() {
 # adds the "N passed, N failed, N skipped" line of log $4 to the totals; $1 names the run, $2 is its exit
 # status, $3 how many seconds it took
 count() {
-    local name=$1 rc=$2 took=$3 log=$4 line p f s
+    local name=$1 rc=$2 took=$3 log=$4 line p f s n
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -n 1)
     if [ -z "$line" ]; then
         fail_run "$name" "$(why "$rc" "$took" "$log"), no summary printed"
@@ -76,7 +76,8 @@ count() {
     # the skips a Python package would turn into checks ("skipped: <test>: <why>" from a binary, "<name>:
     # skipped (<why>)" from a script): counted apart, since without them the suite still passes while the
     # comparisons with PyTorch and transformers, which catch a wrong model, never ran
-    py_skips=$((py_skips + $(grep -ciE '^skipped: .*(torch|transformers|tokenizers)|: skipped \(.*(torch|transformers|tokenizers)' "$log")))
+    n=$(grep -ciE '^skipped: .*(torch|transformers|tokenizers)|: skipped \(.*(torch|transformers|tokenizers)' "$log")
+    py_skips=$((py_skips + ${n:-0}))
     [ "$f" != 0 ] && failed_runs+=("$name: $f failed")
     # a failing test exits 1; a signal, a hang, or a failure status with nothing failed is a crash
     if [ "$rc" -gt 128 ] || { [ "$rc" != 0 ] && [ "$f" = 0 ]; }; then
@@ -153,7 +154,8 @@ for i in "${!items[@]}"; do
 done
 echo "tests took $((SECONDS - start)) s"
 for r in "${failed_runs[@]}"; do echo "FAILED: $r"; done
-[ "$py_skips" != 0 ] && echo "note: $py_skips of the skipped tests need PyTorch, transformers or tokenizers, which" \
-    "this python3 lacks: the comparisons with PyTorch did not run (PENTA_TORCH=1 bash scripts/install_deps.sh; CI runs them)"
+[ "$py_skips" != 0 ] && echo "note: $py_skips of the skipped tests need PyTorch, transformers or tokenizers (missing," \
+    "or hidden by PENTA_NO_TORCH=1): the comparisons with PyTorch did not run (PENTA_TORCH=1 bash scripts/install_deps.sh" \
+    "installs them; CI runs them)"
 echo "total: $tp passed, $tf failed, $ts skipped"
 [ "$tf" = 0 ]
