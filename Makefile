@@ -269,8 +269,8 @@ bench: all
 	@BIN=$(BIN) bash scripts/run_bench.sh
 
 # Issue 32: every chapter's default command (and make run's) under OpenBLAS's AVX2 and AVX-512 kernels and seeds
-# 1-3: where it left the addition task's plateau and its final accuracy (scripts/learning_check.py; 54 runs, about
-# 4 hours on 2 cores). CI runs chapter 01's six, two at a time (.ci/run: LC="--chapters 01 --jobs 2"; one-rank
+# 1-3: where it left the addition task's plateau and its final accuracy (scripts/learning_check.py; 54 runs of 3000
+# steps, make run's of 750: about 4-5 hours on 2 cores, the two kernels as two processes side by side). CI runs chapter 01's six, two at a time (.ci/run: LC="--chapters 01 --jobs 2"; one-rank
 # runs leave a core free). LC="--chapters 02,run --seeds 1" narrows it;
 # LC="--chapters 01 --seeds 1,2,3,4,5,6 --until 0.9" screens a candidate (each run stops at its first 90 %).
 learning-check: all

@@ -7,7 +7,7 @@
 //   token, so data- and tensor-parallel ranks generate in lockstep.
 //
 // Playbook: "First steps: training on one GPU" (what the trained model does: the addition task's sums).
-// Run: `build/bin/01_single_gpu --steps 1500 --generate "24+71="` (`--help` lists the sampling flags).
+// Run: `build/bin/01_single_gpu --generate "24+71="` (`--help` lists the sampling flags).
 // Test: tests/01_single_gpu/test_generate.cpp (`build/bin/tests_01 -ts='ch01 np1' -tc='*generat*'`).
 #pragma once
 #include <cstdint>

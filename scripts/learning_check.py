@@ -36,14 +36,14 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # name, ranks, program, its arguments, the steps it runs, the final accuracy its README promises
 RUNS = [
-    ("01", 1, "01_single_gpu", [], 1500, 0.90),
-    ("02", 2, "02_data_parallel", ["--dp", "2"], 1500, 0.90),
-    ("03", 4, "03_zero", ["--dp", "4", "--zero", "3"], 1500, 0.90),
-    ("04", 2, "04_tensor_parallel", ["--tp", "2"], 1500, 0.90),
-    ("05", 2, "05_sequence_parallel", ["--tp", "2", "--sp"], 1500, 0.90),
-    ("06", 2, "06_context_parallel", ["--cp", "2"], 1500, 0.90),
-    ("07", 2, "07_pipeline_parallel", ["--pp", "2"], 1500, 0.90),
-    ("08", 2, "08_expert_parallel", [], 1500, 0.90),
+    ("01", 1, "01_single_gpu", [], 3000, 0.90),
+    ("02", 2, "02_data_parallel", ["--dp", "2"], 3000, 0.90),
+    ("03", 4, "03_zero", ["--dp", "4", "--zero", "3"], 3000, 0.90),
+    ("04", 2, "04_tensor_parallel", ["--tp", "2"], 3000, 0.90),
+    ("05", 2, "05_sequence_parallel", ["--tp", "2", "--sp"], 3000, 0.90),
+    ("06", 2, "06_context_parallel", ["--cp", "2"], 3000, 0.90),
+    ("07", 2, "07_pipeline_parallel", ["--pp", "2"], 3000, 0.90),
+    ("08", 2, "08_expert_parallel", [], 3000, 0.90),
     ("run", 8, "09_5d", ["--dp", "2", "--tp", "2", "--pp", "2", "--pp-schedule", "1f1b", "--micro-batch", "4",
                          "--grad-accum", "4", "--lr", "2e-3", "--min-lr", "1e-4", "--warmup", "20",
                          "--weight-decay", "0", "--log-every", "25"], 750, 0.90),
