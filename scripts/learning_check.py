@@ -23,7 +23,7 @@ the hours of the whole check. A program that measures no accuracy (07) runs to i
 Exit status: 0 when every run left the plateau and reached its promised accuracy, 1 when one did not, 2 when a
 run could not be made (a program missing or failing). Each run's JSONL and output stay in --out.
 Playbook: "First steps: training on one GPU" (what a run that learns looks like). Not part of `make test`: the
-whole check is 54 runs of up to 1,500 steps (its verdicts are tested by tests/tooling/learning_check_test.sh).
+whole check is 54 runs of up to 3,000 steps (its verdicts are tested by tests/tooling/learning_check_test.sh).
 """
 import argparse
 import concurrent.futures

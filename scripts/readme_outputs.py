@@ -24,6 +24,7 @@ states must be in the block (to the digits it states).
     python3 scripts/readme_outputs.py --all                  # every block (an hour or more on 2 cores)
     python3 scripts/readme_outputs.py --check                # no runs: blocks equal their records, figures hold
     python3 scripts/readme_outputs.py --retrim 01-run        # no runs: the block again from its record
+    python3 scripts/readme_outputs.py --stale HEAD           # after a rerun: figures the prose kept from the old run
 
 --check is what tests/tooling/readme_outputs_test.sh runs in `make test`. Exit status: 0 done / all hold,
 1 a block or a figure differs from its record (each named with README:line), 2 a run failed or an argument is
@@ -307,6 +308,46 @@ def check(root):
     return 1 if problems else 0
 
 
+NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")  # 1.2345, 36,203,520, 97.9 (of 97.9%)
+
+
+def printed(num, text):
+    """num in text as a number of its own, not part of a longer one"""
+    return re.search(r"(?<![\d.])" + re.escape(num) + r"(?![\d])", text) is not None
+
+
+def stale(root, rev):
+    """after a rerun: each number in the prose after a block (to the next block or heading) that the block's
+    record at git revision REV printed and its record now does not: a figure the prose may still state from
+    the old run. Numbers of fewer than 3 digits count only as percentages. A reading aid for rewriting the
+    prose, not a check: a number can be in a record by chance."""
+    found = 0
+    for b in all_blocks(root):
+        old = subprocess.run(["git", "-C", root, "show", f"{rev}:./docs/outputs/{b.name}.txt"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if old.returncode != 0 or not os.path.isfile(record_path(root, b.name)):
+            continue  # no record then, or none now: nothing to compare
+        with open(record_path(root, b.name)) as f:
+            new = f.read()
+        if new == old.stdout:
+            continue
+        with open(os.path.join(root, b.readme)) as f:
+            lines = f.read().split("\n")
+        j = b.end + 1  # the prose: to the next block, heading or fenced text
+        while j < len(lines) and not lines[j].startswith(("<!-- output", "#", "```")):
+            j += 1
+        for k in range(b.end + 1, j):
+            for m in NUMBER.finditer(lines[k]):
+                n = m.group(0)
+                specific = sum(c.isdigit() for c in n) >= 3 or lines[k][m.end():m.end() + 1] == "%"
+                if specific and printed(n, old.stdout) and not printed(n, new):
+                    print(f"readme_outputs: {b.readme}:{k + 1}: {n} is in {b.name}'s record at {rev}, "
+                          "not in the new one")
+                    found += 1
+    print(f"readme_outputs: {found} figures of the prose left from the records at {rev}")
+    return 1 if found else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("names", nargs="*", help="the blocks to rerun (--list names them)")
@@ -315,11 +356,15 @@ def main():
     ap.add_argument("--check", action="store_true", help="run nothing; compare the blocks with their records")
     ap.add_argument("--retrim", action="store_true", help="run nothing; rewrite the named blocks from their records "
                     "(after changing a marker's trim= or grep=)")
+    ap.add_argument("--stale", metavar="REV", help="run nothing; after a rerun, list the numbers in the prose "
+                    "after each rerun block that its record at git revision REV printed and the new one does not")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--root", default=ROOT, help="the tree whose READMEs and records are read (tests use a copy)")
     a = ap.parse_args()
     if a.check:
         return check(a.root)
+    if a.stale:
+        return stale(a.root, a.stale)
     try:
         every = all_blocks(a.root)
     except ValueError as e:

@@ -10,6 +10,8 @@
 # stated accuracy the run did not print, a step it has no line for, a figure in the block changed by hand, a
 # record missing, a command edited without a rerun, a marker without its command; and a demo that fails on
 # purpose is recorded only when its marker says exit=N (several refusals in one block: one N per command).
+# Last, --stale REV (a reading aid after a rerun) names a figure of the prose that REV's record printed and
+# the new record does not, and nothing when the figures are the same.
 # Prints "N passed, N failed, N skipped" like the test binaries.
 #   bash tests/tooling/readme_outputs_test.sh
 set -uo pipefail
@@ -98,5 +100,15 @@ copy && sed -i 's|: bash 01_x/run.sh -->|: bash 01_x/run.sh --steps 5 -->|' "$re
 refused "a command edited without a rerun" "commands are not the ones its record ran"
 copy && sed -i 's|<!-- output fx-run trim=evals,tables,layout : bash 01_x/run.sh -->|<!-- output fx-run trim=evals -->|' "$readme"
 refused "a marker without its command" "a marker is"
+
+# --stale REV: after a rerun, the prose's numbers that the old record printed and the new one does not
+copy && git -C "$TMP/c" init -q && git -C "$TMP/c" add -A &&
+    git -C "$TMP/c" -c user.name=t -c user.email=t@t commit -q -m recorded
+expect_ok "--stale: a rerun that printed the same figures leaves none" 30 "0 figures of the prose left" \
+    python3 "$tool" --root "$TMP/c" --stale HEAD
+sed -i 's/^step 200\/300 | loss 0.500 | acc 40.5%/step 200\/300 | loss 0.500 | acc 39.5%/' "$TMP/c/docs/outputs/fx-run.txt"
+expect_fail "--stale: a figure the new record no longer prints is named" 30 \
+    "01_x/README.md: && 40.5 is in fx-run's record at HEAD, not in the new one && 1 figures of the prose left" \
+    python3 "$tool" --root "$TMP/c" --stale HEAD
 
 expect_summary
