@@ -321,6 +321,10 @@ def stale(root, rev):
     record at git revision REV printed and its record now does not: a figure the prose may still state from
     the old run. Numbers of fewer than 3 digits count only as percentages. A reading aid for rewriting the
     prose, not a check: a number can be in a record by chance."""
+    if subprocess.run(["git", "-C", root, "rev-parse", "--verify", "--quiet", rev + "^{commit}"],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
+        print(f"readme_outputs: --stale {rev}: not a commit of a git checkout at {root}", file=sys.stderr)
+        return 2
     found = 0
     for b in all_blocks(root):
         old = subprocess.run(["git", "-C", root, "show", f"{rev}:./docs/outputs/{b.name}.txt"],

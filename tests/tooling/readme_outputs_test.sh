@@ -107,6 +107,8 @@ copy && git -C "$TMP/c" init -q && git -C "$TMP/c" add -A &&
 expect_ok "--stale: a rerun that printed the same figures leaves none" 30 "0 figures of the prose left" \
     python3 "$tool" --root "$TMP/c" --stale HEAD
 sed -i 's/^step 200\/300 | loss 0.500 | acc 40.5%/step 200\/300 | loss 0.500 | acc 39.5%/' "$TMP/c/docs/outputs/fx-run.txt"
+expect_fail "--stale: a revision that is not a commit refused" 30 "--stale nosuchrev: not a commit" \
+    python3 "$tool" --root "$TMP/c" --stale nosuchrev
 expect_fail "--stale: a figure the new record no longer prints is named" 30 \
     "01_x/README.md: && 40.5 is in fx-run's record at HEAD, not in the new one && 1 figures of the prose left" \
     python3 "$tool" --root "$TMP/c" --stale HEAD
