@@ -317,7 +317,7 @@ def printed(num, text):
 
 
 def stale(root, rev):
-    """after a rerun: each number in the prose after a block (to the next block or heading) that the block's
+    """after a rerun: each number in the prose after a block (to the next block, heading or fence) that the block's
     record at git revision REV printed and its record now does not: a figure the prose may still state from
     the old run. Numbers of fewer than 3 digits count only as percentages. A reading aid for rewriting the
     prose, not a check: a number can be in a record by chance."""
@@ -326,28 +326,27 @@ def stale(root, rev):
         print(f"readme_outputs: --stale {rev}: not a commit of a git checkout at {root}", file=sys.stderr)
         return 2
     found = 0
-    for b in all_blocks(root):
-        old = subprocess.run(["git", "-C", root, "show", f"{rev}:./docs/outputs/{b.name}.txt"],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        if old.returncode != 0 or not os.path.isfile(record_path(root, b.name)):
-            continue  # no record then, or none now: nothing to compare
-        with open(record_path(root, b.name)) as f:
-            new = f.read()
-        if new == old.stdout:
-            continue
-        with open(os.path.join(root, b.readme)) as f:
-            lines = f.read().split("\n")
-        j = b.end + 1  # the prose: to the next block, heading or fenced text
-        while j < len(lines) and not lines[j].startswith(("<!-- output", "#", "```")):
-            j += 1
-        for k in range(b.end + 1, j):
-            for m in NUMBER.finditer(lines[k]):
-                n = m.group(0)
-                specific = sum(c.isdigit() for c in n) >= 3 or lines[k][m.end():m.end() + 1] == "%"
-                if specific and printed(n, old.stdout) and not printed(n, new):
-                    print(f"readme_outputs: {b.readme}:{k + 1}: {n} is in {b.name}'s record at {rev}, "
-                          "not in the new one")
-                    found += 1
+    for rel in readmes(root):
+        blocks, lines = blocks_of(root, rel)  # each README read once
+        for b in blocks:
+            old = subprocess.run(["git", "-C", root, "show", f"{rev}:./docs/outputs/{b.name}.txt"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            if old.returncode != 0 or not os.path.isfile(record_path(root, b.name)):
+                continue  # no record then, or none now: nothing to compare
+            with open(record_path(root, b.name)) as f:
+                new = f.read()
+            if new == old.stdout:
+                continue
+            k = b.end + 1  # the prose: to the next block, heading or fenced text
+            while k < len(lines) and not lines[k].startswith(("<!-- output", "#", "```")):
+                for m in NUMBER.finditer(lines[k]):
+                    n = m.group(0)
+                    specific = sum(c.isdigit() for c in n) >= 3 or lines[k].startswith("%", m.end())
+                    if specific and printed(n, old.stdout) and not printed(n, new):
+                        print(f"readme_outputs: {rel}:{k + 1}: {n} is in {b.name}'s record at {rev}, "
+                              "not in the new one")
+                        found += 1
+                k += 1
     print(f"readme_outputs: {found} figures of the prose left from the records at {rev}")
     return 1 if found else 0
 
