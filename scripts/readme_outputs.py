@@ -338,7 +338,7 @@ def stale(root, rev):
             if new == old.stdout:
                 continue
             k = b.end + 1  # the prose: to the next block, heading or fenced text
-            while k < len(lines) and not lines[k].startswith(("<!-- output", "#", "```")):
+            while k < len(lines) and not (MARK.match(lines[k]) or lines[k].startswith(("#", "```"))):
                 for m in NUMBER.finditer(lines[k]):
                     n = m.group(0)
                     specific = sum(c.isdigit() for c in n) >= 3 or lines[k].startswith("%", m.end())
